@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0
+// stackmapd's command line: tracing (--top, --output) and `decode`.
+#include <bpf/libbpf.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdarg>
+#include <cstdio>
+#include <iostream>
+
+#include "daemon/error.h"
+#include "daemon/exports.h"
+#include "daemon/fsmb.h"
+#include "daemon/kallsyms.h"
+#include "daemon/preflight.h"
+#include "daemon/tracer.h"
+
+namespace {
+
+using namespace stackmapd;
+
+bool verbose = false;
+
+int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (level == LIBBPF_DEBUG && !verbose) return 0;
+  if (level != LIBBPF_WARN && !verbose) return 0;
+  char buf[1024];
+  int n = vsnprintf(buf, sizeof(buf), fmt, args);
+  std::string line(buf);
+  while (!line.empty() && line.back() == '\n') line.pop_back();
+  spdlog::debug("libbpf: {}", line);
+  return n;
+}
+
+struct TraceArgs {
+  std::vector<std::string> events;
+  long bits = SMT_DEFAULT_BITS;
+  std::optional<double> duration;
+  std::string output;
+  std::optional<size_t> top;
+};
+
+struct DecodeArgs {
+  std::string file;
+  bool json = false;
+  std::optional<size_t> top;
+  std::string kallsyms;
+};
+
+// Symbols are loaded once, after tracing, so modules loaded meanwhile resolve.
+std::optional<Kallsyms> load_host_symbols() {
+  try {
+    Kallsyms k = Kallsyms::load();
+    if (!k.addresses_hidden()) return k;
+    spdlog::warn("/proc/kallsyms shows no addresses (kptr_restrict): frames stay raw");
+  } catch (const Error& e) {
+    spdlog::warn("{}: frames stay raw", e.what());
+  }
+  return std::nullopt;
+}
+
+int run_trace(const TraceArgs& args) {
+  TraceOptions opt;
+  check_bits(args.bits);
+  opt.session.bits = static_cast<uint32_t>(args.bits);
+  for (const auto& e : args.events) opt.session.events.push_back(Tracepoint::parse(e));
+  if (opt.session.events.empty()) opt.session.events.push_back({"kmem", "kmem_cache_alloc"});
+  if (args.duration && *args.duration <= 0)
+    throw Error("--duration must be more than 0 seconds");
+  opt.duration_s = args.duration;
+  if (!opt.duration_s && args.top) opt.duration_s = 5.0;
+  if (!args.output.empty()) prepare_output_dir(args.output);
+
+  Snapshot snap = trace(opt);
+  std::optional<Kallsyms> ksyms = load_host_symbols();
+  const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
+  if (!args.output.empty()) {
+    write_exports(args.output, snap, ks);
+    spdlog::info("wrote stack_map, stack_map_stat, stack_map_bin, stack_map.json to {}", args.output);
+  }
+  if (args.top)
+    std::cout << format_top(snap.stacks, *args.top, ks);
+  else if (args.output.empty())
+    std::cout << format_stack_map(snap.stacks, ks);
+  const TableStats& st = snap.stats;
+  spdlog::info("{} events, {} unique stacks, {} dropped{}", st.get(SMC_EVENTS), st.entries,
+               st.drops(), st.pool_full() ? " (element pool full: raise --bits)" : "");
+  return 0;
+}
+
+int run_decode(const DecodeArgs& args) {
+  FsmbFile file = fsmb_read_file(args.file);
+  std::optional<Kallsyms> ksyms;
+  if (!args.kallsyms.empty()) ksyms = Kallsyms::load(args.kallsyms);
+  const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
+  spdlog::info("{}: {}, {} stacks", args.file, fsmb_revision_name(file.revision),
+               file.stacks.size());
+  std::vector<StackRecord> stacks = std::move(file.stacks);
+  if (args.top) {
+    std::stable_sort(stacks.begin(), stacks.end(), [](const StackRecord& a, const StackRecord& b) {
+      return a.ref_count > b.ref_count;
+    });
+    if (stacks.size() > *args.top) stacks.resize(*args.top);
+  }
+  std::cout << (args.json ? format_stacks_json(stacks, ks) : format_stack_map(stacks, ks));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));
+  spdlog::set_pattern("stackmapd: %v");
+  libbpf_set_print(libbpf_log);
+
+  CLI::App app{"stackmapd: kernel stack traces for chosen trace points, each unique stack stored once"};
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("stackmapd: ") + e.what() + " (see stackmapd --help)\n";
+  });
+  app.require_subcommand(0, 1);
+  app.add_flag("-v,--verbose", verbose, "Log libbpf and the verifier");
+
+  TraceArgs trace_args;
+  app.add_option("-e,--event", trace_args.events,
+                 "Tracepoint CATEGORY:NAME to record stacks on (repeatable; default kmem:kmem_cache_alloc)");
+  app.add_option("--bits", trace_args.bits, "Table size: 2^bits unique stacks, 10..20")
+      ->capture_default_str();
+  app.add_option("--duration", trace_args.duration,
+                 "Seconds to trace (default: 5 with --top, else until SIGINT/SIGTERM)");
+  app.add_option("--output", trace_args.output,
+                 "Write stack_map, stack_map_stat, stack_map_bin and stack_map.json here");
+  app.add_option("--top", trace_args.top, "Print the N most frequent stacks");
+
+  DecodeArgs decode_args;
+  CLI::App* decode = app.add_subcommand("decode", "Print an FSMB file (stack_map_bin) from us or the kernel");
+  decode->add_option("file", decode_args.file, "The stack_map_bin file")->required();
+  decode->add_flag("--json", decode_args.json, "JSON output");
+  decode->add_option("--top", decode_args.top, "Only the N stacks with the highest ref_count");
+  decode->add_option("--kallsyms", decode_args.kallsyms,
+                     "Symbolize from this kallsyms file (e.g. saved on the device)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  if (verbose) spdlog::set_level(spdlog::level::debug);
+
+  try {
+    return decode->parsed() ? run_decode(decode_args) : run_trace(trace_args);
+  } catch (const Error& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}

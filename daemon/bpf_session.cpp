@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/bpf_session.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "daemon/error.h"
+#include "stackmapd.skel.h"
+
+namespace stackmapd {
+
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
+
+uint32_t random_seed() {
+  uint32_t seed = 0;
+  if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+    throw Error(std::string("cannot read a random hash seed: ") + std::strerror(errno));
+  return seed;
+}
+
+const void* map_readonly(bpf_map* map, size_t* len) {
+  long page = sysconf(_SC_PAGESIZE);
+  size_t bytes = static_cast<size_t>(bpf_map__value_size(map)) * bpf_map__max_entries(map);
+  *len = (bytes + page - 1) / page * page;
+  void* p = mmap(nullptr, *len, PROT_READ, MAP_SHARED, bpf_map__fd(map), 0);
+  if (p == MAP_FAILED)
+    throw Error(std::string("cannot mmap BPF map ") + bpf_map__name(map) + ": " +
+                std::strerror(errno) + ": the kernel must support BPF_F_MMAPABLE arrays (5.5+)");
+  return p;
+}
+
+}  // namespace
+
+Tracepoint Tracepoint::parse(std::string_view spec) {
+  auto colon = spec.find(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == spec.size() ||
+      spec.find(':', colon + 1) != std::string_view::npos || spec.find('/') != std::string_view::npos)
+    throw Error("bad event '" + std::string(spec) +
+                "': use CATEGORY:NAME, e.g. kmem:kmem_cache_alloc (see /sys/kernel/tracing/available_events)");
+  return Tracepoint{std::string(spec.substr(0, colon)), std::string(spec.substr(colon + 1))};
+}
+
+BpfSession::BpfSession(const SessionConfig& config)
+    : bits_(config.bits), hash_seed_(random_seed()), store_(1u << (config.bits + 1)) {
+  skel_ = stackmapd_bpf__open();
+  if (!skel_) throw Error("cannot open the BPF object: " + errno_text(errno));
+
+  skel_->rodata->table_bits = bits_;
+  skel_->rodata->hash_seed = hash_seed_;
+  skel_->rodata->wakeup_bytes = config.ringbuf_bytes / 4;
+  bpf_map__set_max_entries(skel_->maps.slots, table_size());
+  bpf_map__set_max_entries(skel_->maps.pool, pool_size());
+  bpf_map__set_max_entries(skel_->maps.ids, config.ringbuf_bytes);
+
+  if (int err = stackmapd_bpf__load(skel_)) {
+    stackmapd_bpf__destroy(skel_);
+    skel_ = nullptr;
+    throw Error("the kernel refused the BPF program or its maps (" + errno_text(err) +
+                "): run with -v to see libbpf's log and the verifier's");
+  }
+
+  try {
+    for (const auto& tp : config.events) {
+      bpf_link* link = bpf_program__attach_tracepoint(skel_->progs.stackmapd_tracepoint,
+                                                      tp.category.c_str(), tp.name.c_str());
+      if (!link)
+        throw Error("cannot attach to tracepoint " + tp.str() + ": " + errno_text(errno) +
+                    ": check that it is listed in /sys/kernel/tracing/available_events");
+      links_.push_back(link);
+    }
+    slots_ = static_cast<const smt_slot*>(map_readonly(skel_->maps.slots, &slots_len_));
+    pool_ = static_cast<const smt_elt*>(map_readonly(skel_->maps.pool, &pool_len_));
+    ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.ids), on_record, this, nullptr);
+    if (!ring_) throw Error("cannot set up the ring-buffer consumer: " + errno_text(errno));
+  } catch (...) {
+    teardown();
+    throw;
+  }
+}
+
+BpfSession::~BpfSession() { teardown(); }
+
+void BpfSession::detach() {
+  for (bpf_link* link : links_) bpf_link__destroy(link);
+  links_.clear();
+}
+
+void BpfSession::teardown() {
+  // Detach first so nothing writes while the consumer and mappings go away.
+  detach();
+  if (ring_) ring_buffer__free(ring_);
+  ring_ = nullptr;
+  if (slots_) munmap(const_cast<smt_slot*>(slots_), slots_len_);
+  if (pool_) munmap(const_cast<smt_elt*>(pool_), pool_len_);
+  slots_ = nullptr;
+  pool_ = nullptr;
+  if (skel_) stackmapd_bpf__destroy(skel_);
+  skel_ = nullptr;
+}
+
+const smt_elt* BpfSession::published_elt(uint32_t id) const {
+  if (id >= table_size()) return nullptr;
+  // Acquire pairs with the BPF side's xchg that published the element.
+  uint32_t elt = __atomic_load_n(&slots_[id].elt, __ATOMIC_ACQUIRE);
+  if (elt == SMT_ELT_NONE || elt == SMT_ELT_DEAD || elt > pool_size()) return nullptr;
+  return &pool_[elt - 1];
+}
+
+// The consumer's hot path: one array increment for a known id.
+int BpfSession::on_record(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<BpfSession*>(ctx);
+  uint32_t id;
+  if (size != sizeof(smt_id_record)) {
+    ++self->bad_records_;
+    return 0;
+  }
+  std::memcpy(&id, data, sizeof(id));
+  if (self->store_.count(id)) return 0;
+  // First sight of this id: the table published it before the id was
+  // submitted, so its frames are there to copy, once.
+  const smt_elt* e = self->published_elt(id);
+  if (!e || e->nr == 0 || e->nr > SMT_MAX_DEPTH) {
+    ++self->bad_records_;
+    return 0;
+  }
+  self->store_.insert(id, std::vector<uint64_t>(e->ips, e->ips + e->nr));
+  return 0;
+}
+
+size_t BpfSession::drain(int timeout_ms) {
+  uint64_t before = consumed_;
+  // poll() consumes only after a wakeup; the BPF side rarely sends one (it
+  // submits without waking), so consume() after every timeout as well.
+  int n = ring_buffer__poll(ring_, timeout_ms);
+  if (n < 0 && n != -EINTR) throw Error("ring buffer poll failed: " + errno_text(n));
+  if (n > 0) consumed_ += n;
+  n = ring_buffer__consume(ring_);
+  if (n < 0 && n != -EINTR) throw Error("ring buffer consume failed: " + errno_text(n));
+  if (n > 0) consumed_ += n;
+  return consumed_ - before;
+}
+
+TableStats BpfSession::stats() const {
+  TableStats s;
+  int ncpus = libbpf_num_possible_cpus();
+  if (ncpus <= 0) throw Error("cannot count possible CPUs: " + errno_text(ncpus));
+  std::vector<smt_counters> percpu(ncpus);
+  uint32_t zero = 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.counters), &zero, percpu.data()))
+    throw Error("cannot read the BPF counters: " + errno_text(errno));
+  for (const auto& c : percpu)
+    for (int i = 0; i < SMC_NR; ++i) s.counters[i] += c.v[i];
+  uint32_t handed_out = __atomic_load_n(&skel_->bss->shared.next_elt, __ATOMIC_RELAXED);
+  s.pool_size = pool_size();
+  s.table_size = table_size();
+  s.entries = handed_out < s.pool_size ? handed_out : s.pool_size;
+  s.bad_records = bad_records_;
+  return s;
+}
+
+StackRecord BpfSession::table_stack(uint32_t id) const {
+  StackRecord r;
+  r.stack_id = id;
+  const smt_elt* e = published_elt(id);
+  if (!e || e->nr > SMT_MAX_DEPTH) return r;
+  r.ref_count = __atomic_load_n(&e->ref_count, __ATOMIC_RELAXED);
+  r.ips.assign(e->ips, e->ips + e->nr);
+  return r;
+}
+
+std::vector<StackRecord> BpfSession::table_stacks() const {
+  std::vector<StackRecord> out;
+  for (uint32_t id = 0; id < table_size(); ++id) {
+    StackRecord r = table_stack(id);
+    if (!r.ips.empty()) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace stackmapd

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * One tracing session on the BPF path. Data flow:
+ *   (1) stackmapd.bpf.c, on every attached event, in the kernel: capture the
+ *       stack, find or insert it in the lock-free table, submit its 4-byte id
+ *       to the `ids` ring buffer without waking anybody;
+ *   (2) drain(), on the daemon's one thread: consume the ids, count each in
+ *       the StackStore and, the first time an id is seen, copy its frames
+ *       once from the table's pool (mmapped read-only, no syscall);
+ *   (3) stats() and the StackStore feed the exports (daemon/exports.h).
+ * Lifecycle: open, configure (table size, hash seed), load, attach, in the
+ * constructor; one teardown path in the destructor.
+ */
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "daemon/stack_store.h"
+#include "daemon/table_stats.h"
+#include "stackmapd/abi.h"
+
+struct stackmapd_bpf;
+struct ring_buffer;
+struct bpf_link;
+
+namespace stackmapd {
+
+struct Tracepoint {
+  std::string category;
+  std::string name;
+
+  // "CATEGORY:NAME"; throws Error naming the expected form.
+  static Tracepoint parse(std::string_view spec);
+  std::string str() const { return category + ":" + name; }
+};
+
+struct SessionConfig {
+  std::vector<Tracepoint> events;
+  uint32_t bits = SMT_DEFAULT_BITS;
+  uint32_t ringbuf_bytes = 8u << 20;  // power of two; 16 B per id
+};
+
+class BpfSession {
+ public:
+  explicit BpfSession(const SessionConfig& config);  // throws Error
+  ~BpfSession();
+  BpfSession(const BpfSession&) = delete;
+  BpfSession& operator=(const BpfSession&) = delete;
+
+  // Stops new events; what is in flight can still be drained. After detach()
+  // and a final drain() the daemon's counts and the table's agree exactly.
+  void detach();
+
+  // Waits up to timeout_ms for the ring buffer to fill past its wakeup mark,
+  // then consumes everything pending. Returns the number of ids consumed.
+  size_t drain(int timeout_ms);
+
+  TableStats stats() const;
+  const StackStore& store() const { return store_; }
+  uint32_t bits() const { return bits_; }
+  uint32_t hash_seed() const { return hash_seed_; }
+  uint32_t table_size() const { return 1u << (bits_ + 1); }
+  uint32_t pool_size() const { return 1u << bits_; }
+
+  // The table's own view of a stack, for checks: its frames and BPF-side
+  // ref_count. Empty frames when the slot holds no published element.
+  StackRecord table_stack(uint32_t id) const;
+  // Every stack the BPF table holds, by slot order.
+  std::vector<StackRecord> table_stacks() const;
+
+ private:
+  static int on_record(void* ctx, void* data, size_t size);
+  void teardown();
+  const smt_elt* published_elt(uint32_t id) const;
+
+  uint32_t bits_;
+  uint32_t hash_seed_;
+  stackmapd_bpf* skel_ = nullptr;
+  ring_buffer* ring_ = nullptr;
+  std::vector<bpf_link*> links_;
+  const smt_slot* slots_ = nullptr;  // read-only mmap of the `slots` map
+  const smt_elt* pool_ = nullptr;    // read-only mmap of the `pool` map
+  size_t slots_len_ = 0;
+  size_t pool_len_ = 0;
+  StackStore store_;
+  uint64_t bad_records_ = 0;
+  uint64_t consumed_ = 0;
+};
+
+}  // namespace stackmapd

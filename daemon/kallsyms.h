@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: GPL-2.0
+// Kernel text symbols from /proc/kallsyms (or a saved copy), to print stack frames the way the
+// kernel's %pS does. Loaded once into one arena and binary-searched, since a kernel has ~200k
+// symbols and every export symbolizes thousands of frames.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stackmapd {
+
+class Kallsyms {
+ public:
+  // Reads the whole file at once and parses it; throws Error naming the path and the fix.
+  static Kallsyms load(const std::string& path = "/proc/kallsyms");
+  // Throws Error on a malformed line, naming its 1-based line number.
+  static Kallsyms parse(std::string_view text);
+
+  // "sym+0xoff/0xsize", "sym+0xoff/0xsize [module]", or "0x<hex ip>" when unresolved.
+  std::string format(uint64_t ip) const;
+
+  // Views into this object: valid while it lives and is not moved from.
+  struct Match {
+    std::string_view name;
+    std::string_view module;  // empty for the core kernel
+    uint64_t offset;
+    uint64_t size;
+  };
+  std::optional<Match> lookup(uint64_t ip) const;
+
+  size_t size() const;            // number of symbols kept (text symbols, aliases removed)
+  bool addresses_hidden() const;  // every address is 0: kptr_restrict, or not root
+
+ private:
+  struct Symbol {
+    uint64_t addr;
+    uint32_t name_offset;
+    uint32_t module_offset;
+    uint16_t name_len;
+    uint16_t module_len;
+  };
+
+  static Kallsyms parse_from(std::string_view text, const std::string& source);
+  std::string_view name_of(const Symbol& symbol) const;
+  std::string_view module_of(const Symbol& symbol) const;
+
+  std::string arena_;            // every kept name and module name, back to back
+  std::vector<Symbol> symbols_;  // sorted by address, one per address
+  bool addresses_hidden_ = false;
+};
+
+}  // namespace stackmapd

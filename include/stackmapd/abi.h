@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Layouts and limits shared by the BPF program (bpf/) and the daemon (daemon/).
+ * Only __u32/__u64 types and plain C: this header is compiled by clang -target bpf
+ * (after vmlinux.h) and by the host C++ compiler.
+ */
+#ifndef STACKMAPD_ABI_H
+#define STACKMAPD_ABI_H
+
+#ifndef __bpf__
+#include <linux/types.h>
+#endif
+
+/* The RFC's depth: deeper stacks are truncated to their innermost 64 frames. */
+#define SMT_MAX_DEPTH 64
+#define SMT_MIN_BITS 10
+#define SMT_MAX_BITS 20
+#define SMT_DEFAULT_BITS 14
+/* Distinct slots one lookup may visit; at the 50% maximum load of a 2x table a
+ * probe chain this long is vanishingly rare, and it bounds the cost of a miss. */
+#define SMT_MAX_PROBES 64
+/* Re-reads of a slot whose element another CPU is still writing. */
+#define SMT_MAX_SPINS 512
+
+/* slot.elt values besides 1 + pool index */
+#define SMT_ELT_NONE 0U          /* claimed, element not yet published */
+#define SMT_ELT_DEAD 0xffffffffU /* claimed when the pool was empty: skip it */
+
+/* One hash-table slot; its index is the stack_id. key 0 means free. */
+struct smt_slot {
+	__u32 key;
+	__u32 elt;
+};
+
+/* One unique stack in the preallocated pool. ref_count is 64-bit so it never
+ * wraps; 32-bit exports saturate it. */
+struct smt_elt {
+	__u32 nr;
+	__u32 hash;
+	__u64 ref_count;
+	__u64 ips[SMT_MAX_DEPTH];
+};
+
+/* Table-wide mutable state (the BPF program's .bss). */
+struct smt_shared {
+	__u32 next_elt;		/* pool elements handed out; may pass the pool size */
+};
+
+/* Per-CPU event counters. Every event increments SMC_EVENTS and then exactly
+ * one of SMC_HITS or an SMC_DROP_* counter. */
+enum smt_counter {
+	SMC_EVENTS,
+	SMC_HITS,		/* id recorded: the stack's ref_count was incremented */
+	SMC_INSERTS,		/* of those, stacks stored for the first time */
+	SMC_DROP_POOL_FULL,	/* new stack, element pool exhausted */
+	SMC_DROP_PROBE_LIMIT,	/* SMT_MAX_PROBES slots visited without a match */
+	SMC_DROP_BUSY,		/* matching slot still being written by another CPU */
+	SMC_DROP_STACK_ERROR,	/* bpf_get_stack() failed or returned no frames */
+	SMC_DROP_RINGBUF_FULL,	/* no room for the id record: consumer too slow */
+	SMC_NR,
+};
+
+struct smt_counters {
+	__u64 v[SMC_NR];
+};
+
+/* Ring-buffer record: the stack id only (16 bytes with the 8-byte header). */
+struct smt_id_record {
+	__u32 stack_id;
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct smt_slot) == 8, "slot layout");
+static_assert(sizeof(struct smt_elt) == 16 + 8 * SMT_MAX_DEPTH, "elt layout");
+static_assert(sizeof(struct smt_id_record) == 4, "record layout");
+#else
+_Static_assert(sizeof(struct smt_slot) == 8, "slot layout");
+_Static_assert(sizeof(struct smt_elt) == 16 + 8 * SMT_MAX_DEPTH, "elt layout");
+_Static_assert(sizeof(struct smt_id_record) == 4, "record layout");
+#endif
+
+#endif /* STACKMAPD_ABI_H */

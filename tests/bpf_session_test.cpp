@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: GPL-2.0
+// Runs the real BPF program on this kernel: root required. These tests fail,
+// never skip, unless STACKMAPD_SKIP_BPF_TESTS=1 says BPF is unavailable here.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "daemon/bpf_session.h"
+#include "daemon/kallsyms.h"
+#include "daemon/preflight.h"
+#include "tests/load.h"
+
+namespace stackmapd {
+namespace {
+
+class BpfSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* skip = std::getenv("STACKMAPD_SKIP_BPF_TESTS");
+    if (skip && std::strcmp(skip, "1") == 0) GTEST_SKIP() << "STACKMAPD_SKIP_BPF_TESTS=1";
+    find_tracefs_events();  // mounts tracefs if needed, as the daemon does
+  }
+};
+
+SessionConfig kmem_config(uint32_t bits = SMT_DEFAULT_BITS) {
+  SessionConfig c;
+  c.events.push_back({"kmem", "kmem_cache_alloc"});
+  c.bits = bits;
+  return c;
+}
+
+void run_load(BpfSession& s, int rounds) {
+  for (int i = 0; i < rounds; ++i) {
+    generate_allocations(2000);
+    s.drain(0);
+  }
+  s.detach();
+  s.drain(0);
+}
+
+TEST_F(BpfSessionTest, EveryIdResolvesAndCountsAgree) {
+  BpfSession s(kmem_config());
+  run_load(s, 50);
+  TableStats st = s.stats();
+  ASSERT_GT(st.get(SMC_HITS), 100000u) << "the workload made too few events";
+  EXPECT_EQ(st.get(SMC_EVENTS), st.get(SMC_HITS) + st.drops());
+  EXPECT_EQ(st.drops(), 0u);
+  EXPECT_EQ(st.bad_records, 0u) << "ids that did not resolve to a published stack";
+
+  // The daemon's counts (from the ring buffer) against the table's own.
+  EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS));
+  EXPECT_EQ(s.store().size(), st.entries);
+  EXPECT_EQ(st.get(SMC_INSERTS), st.entries);
+  uint64_t table_refs = 0;
+  for (const StackRecord& t : s.table_stacks()) table_refs += t.ref_count;
+  EXPECT_EQ(table_refs, st.get(SMC_HITS));
+  for (const StackRecord& r : s.store().snapshot()) {
+    StackRecord t = s.table_stack(r.stack_id);
+    ASSERT_EQ(t.ips, r.ips) << "stack_id " << r.stack_id;
+    EXPECT_EQ(t.ref_count, r.ref_count) << "stack_id " << r.stack_id;
+    EXPECT_GE(r.ips.size(), 1u);
+  }
+}
+
+TEST_F(BpfSessionTest, TopStackResolvesToTheAllocator) {
+  BpfSession s(kmem_config());
+  run_load(s, 20);
+  auto stacks = s.store().snapshot();
+  ASSERT_FALSE(stacks.empty());
+  const StackRecord* top = &stacks[0];
+  for (const auto& r : stacks)
+    if (r.ref_count > top->ref_count) top = &r;
+  Kallsyms ksyms = Kallsyms::load();
+  ASSERT_FALSE(ksyms.addresses_hidden());
+  bool in_allocator = false, in_syscall_path = false;
+  for (uint64_t ip : top->ips) {
+    auto m = ksyms.lookup(ip);
+    ASSERT_TRUE(m.has_value()) << "frame 0x" << std::hex << ip << " does not resolve";
+    in_allocator |= m->name.starts_with("kmem_cache_alloc");
+    in_syscall_path |= m->name.find("sys_") != std::string_view::npos ||
+                       m->name.starts_with("do_syscall") || m->name.starts_with("entry_SYSCALL");
+  }
+  EXPECT_TRUE(in_allocator) << ksyms.format(top->ips[0]);
+  EXPECT_TRUE(in_syscall_path);
+}
+
+TEST_F(BpfSessionTest, SmallTableCountsPoolExhaustionExactly) {
+  // Several busy tracepoints and a varied workload give more than the 1024
+  // unique stacks of --bits 10.
+  SessionConfig c = kmem_config(SMT_MIN_BITS);
+  for (const char* name : {"kmalloc", "kfree", "kmem_cache_free", "mm_page_alloc", "mm_page_free"})
+    c.events.push_back({"kmem", name});
+  c.events.push_back({"sched", "sched_switch"});
+  c.events.push_back({"sched", "sched_wakeup"});
+  c.events.push_back({"timer", "hrtimer_start"});
+  BpfSession s(c);
+  for (int i = 0; i < 20 && s.stats().get(SMC_DROP_POOL_FULL) == 0; ++i) {
+    generate_allocations(2000);
+    int rc = system("find /usr/lib -maxdepth 3 2>/dev/null | head -2000 | xargs stat >/dev/null 2>&1;"
+                    "tar cf - /usr/include 2>/dev/null | gzip -1 >/dev/null");
+    ASSERT_EQ(rc, 0);
+    s.drain(0);
+  }
+  s.detach();
+  s.drain(0);
+  TableStats st = s.stats();
+  ASSERT_TRUE(st.pool_full()) << st.entries << " unique stacks only";
+  EXPECT_GT(st.get(SMC_DROP_POOL_FULL), 0u);
+  EXPECT_EQ(st.get(SMC_EVENTS), st.get(SMC_HITS) + st.drops());
+  EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS));
+  EXPECT_EQ(st.entries, s.pool_size());
+  EXPECT_EQ(s.store().size(), s.pool_size());
+  EXPECT_EQ(st.bad_records, 0u);
+}
+
+}  // namespace
+}  // namespace stackmapd

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "daemon/error.h"
+#include "daemon/exports.h"
+#include "daemon/fsmb.h"
+#include "daemon/kallsyms.h"
+
+namespace stackmapd {
+namespace {
+
+namespace fs = std::filesystem;
+
+Kallsyms fixture_symbols() {
+  return Kallsyms::parse(
+      "ffffffff81000000 T alpha\n"
+      "ffffffff81000100 T schedule\n"
+      "ffffffff810001c0 T schedule_timeout\n"
+      "ffffffff810001f0 T omega\n");
+}
+
+std::vector<StackRecord> two_stacks() {
+  return {{42, 1337, {0xffffffff81000148, 0xffffffff810001dc}}, {7, 5, {0xdead}}};
+}
+
+TEST(Exports, StackMapTextMatchesTheRfcLayout) {
+  Kallsyms k = fixture_symbols();
+  std::vector<StackRecord> s = {two_stacks()[0]};
+  EXPECT_EQ(format_stack_map(s, &k),
+            "stack_id 42 [ref 1337, depth 2]\n"
+            "  [0] schedule+0x48/0xc0\n"
+            "  [1] schedule_timeout+0x1c/0x30\n"
+            "\n");
+  EXPECT_EQ(format_stack_map({two_stacks()[1]}, &k), "stack_id 7 [ref 5, depth 1]\n  [0] 0xdead\n\n");
+}
+
+TEST(Exports, StatKeepsTheRfcLinesFirst) {
+  TableStats st;
+  st.entries = 2500;
+  st.pool_size = 16384;
+  st.table_size = 32768;
+  st.counters[SMC_EVENTS] = 150000;
+  st.counters[SMC_HITS] = 148923;
+  st.counters[SMC_INSERTS] = 2500;
+  st.counters[SMC_DROP_PROBE_LIMIT] = 1000;
+  st.counters[SMC_DROP_RINGBUF_FULL] = 77;
+  std::string text = format_stat(st);
+  EXPECT_EQ(text.substr(0, text.find("events:")),
+            "entries:    2500 / 16384\n"
+            "table_size: 32768\n"
+            "hits:       148923\n"
+            "drops:      1077\n"
+            "hit_rate:   97%\n");
+  EXPECT_NE(text.find("\ndrop_ringbuf_full: 77\n"), std::string::npos);
+  EXPECT_NE(text.find("\npool_full:  no\n"), std::string::npos);
+}
+
+TEST(Exports, HitRateDoesNotCountFirstInserts) {
+  TableStats st;
+  st.counters[SMC_HITS] = 100;
+  st.counters[SMC_INSERTS] = 100;
+  EXPECT_EQ(st.hit_rate_percent(), 0u) << "all-new stacks are no hits";
+}
+
+TEST(Exports, JsonCarriesTableParametersStatsAndSymbols) {
+  Kallsyms k = fixture_symbols();
+  Snapshot snap;
+  snap.bits = 14;
+  snap.hash_seed = 0x1234;
+  snap.stats.table_size = 32768;
+  snap.stats.pool_size = 16384;
+  snap.stats.entries = 2;
+  snap.stacks = two_stacks();
+  auto doc = nlohmann::json::parse(format_json(snap, &k));
+  EXPECT_EQ(doc["bits"], 14);
+  EXPECT_EQ(doc["hash_seed"], 0x1234);
+  EXPECT_EQ(doc["table_size"], 32768);
+  EXPECT_EQ(doc["stats"]["entries"], 2);
+  ASSERT_EQ(doc["stacks"].size(), 2u);
+  auto& s = doc["stacks"][0];
+  EXPECT_EQ(s["stack_id"], 42);
+  EXPECT_EQ(s["ref_count"], 1337);
+  EXPECT_EQ(s["depth"], 2);
+  EXPECT_EQ(s["ips"][0], "0xffffffff81000148");
+  EXPECT_EQ(s["symbols"][1], "schedule_timeout+0x1c/0x30");
+}
+
+TEST(Exports, TopOrdersByCountWithShares) {
+  std::string top = format_top(two_stacks(), 1, nullptr);
+  EXPECT_NE(top.find("1342 events, 2 unique stacks; top 1:"), std::string::npos) << top;
+  EXPECT_NE(top.find("#1 stack_id 42: 1337 events (99.63%), depth 2"), std::string::npos) << top;
+  EXPECT_EQ(top.find("stack_id 7"), std::string::npos);
+}
+
+class ExportFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("stackmapd-exports-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(ExportFiles, WritesAllFourAtomicallyWithPrivateModes) {
+  prepare_output_dir(dir_);
+  Snapshot snap;
+  snap.stacks = two_stacks();
+  write_exports(dir_, snap, nullptr);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"stack_map", "stack_map.json", "stack_map_bin",
+                                             "stack_map_stat"}))
+      << "no temporary files left behind";
+  struct stat st;
+  ASSERT_EQ(stat((dir_ / "stack_map_bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  FsmbFile f = fsmb_read_file(dir_ / "stack_map_bin");
+  ASSERT_EQ(f.stacks.size(), 2u);
+  EXPECT_EQ(f.stacks[0].ips, two_stacks()[0].ips);
+}
+
+TEST_F(ExportFiles, ReplacingKeepsTheOldFileUntilTheNewOneIsComplete) {
+  prepare_output_dir(dir_);
+  std::string path = dir_ / "f";
+  write_file_atomic(path, "old", 0644);
+  write_file_atomic(path, "new contents", 0644);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), "new contents");
+}
+
+TEST_F(ExportFiles, UnwritableDirectoryIsRefusedUpFront) {
+  try {
+    prepare_output_dir("/proc/stackmapd-cannot-exist");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--output"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace stackmapd

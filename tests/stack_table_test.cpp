@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "tests/host_table.h"
+
+namespace {
+
+constexpr __u32 kBits = SMT_MIN_BITS;
+
+struct Result {
+  smt_status status;
+  __u32 id;
+  __u32 key;
+};
+
+Result lookup(smt_table& t, const std::vector<__u64>& ips, __u32 seed = 7) {
+  smt_probe p;
+  smt_probe_init(&p, &t.shared, ips.data(), static_cast<__u32>(ips.size()), kBits, seed);
+  smt_find_or_insert(&t, &p);
+  return {p.status, p.idx, p.key};
+}
+
+std::vector<__u64> stack_of(__u64 n, __u32 depth = 8) {
+  std::vector<__u64> ips;
+  for (__u32 i = 0; i < depth; ++i) ips.push_back(0xffffffff81000000ull + n * 0x1000 + i * 8);
+  return ips;
+}
+
+TEST(StackTable, InsertThenFindGivesTheSameSlotId) {
+  smt_table t(kBits);
+  auto s = stack_of(1);
+  Result first = lookup(t, s);
+  ASSERT_EQ(first.status, SMT_INSERTED);
+  EXPECT_EQ(first.id, first.key >> (32 - (kBits + 1))) << "an empty table uses the home slot";
+  Result again = lookup(t, s);
+  EXPECT_EQ(again.status, SMT_FOUND);
+  EXPECT_EQ(again.id, first.id);
+  const smt_elt& e = t.pool[t.slots[first.id].elt - 1];
+  EXPECT_EQ(e.ref_count, 2u);
+  EXPECT_EQ(e.nr, s.size());
+  EXPECT_EQ(t.shared.next_elt, 1u);
+}
+
+TEST(StackTable, DifferentStacksGetDifferentIds) {
+  smt_table t(kBits);
+  std::set<__u32> ids;
+  for (int i = 0; i < 200; ++i) {
+    Result r = lookup(t, stack_of(i));
+    ASSERT_EQ(r.status, SMT_INSERTED);
+    ids.insert(r.id);
+  }
+  EXPECT_EQ(ids.size(), 200u);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(lookup(t, stack_of(i)).status, SMT_FOUND);
+}
+
+TEST(StackTable, PrefixOfAStackIsADifferentStack) {
+  smt_table t(kBits);
+  auto deep = stack_of(3, 10);
+  auto shallow = std::vector<__u64>(deep.begin(), deep.begin() + 9);
+  Result a = lookup(t, deep), b = lookup(t, shallow);
+  EXPECT_EQ(a.status, SMT_INSERTED);
+  EXPECT_EQ(b.status, SMT_INSERTED);
+  EXPECT_NE(a.id, b.id);
+}
+
+// Equal hashes, different frames: plant a slot holding another stack under
+// this stack's key at its home slot; the full compare must reject it.
+TEST(StackTable, EqualHashDifferentFramesNeverShareAnId) {
+  smt_table t(kBits);
+  auto victim = stack_of(5);
+  smt_probe p;
+  smt_probe_init(&p, &t.shared, victim.data(), static_cast<__u32>(victim.size()), kBits, 7);
+  smt_slot& home = t.slots[p.home];
+  home.key = p.key;
+  home.elt = 1;
+  t.pool[0].nr = static_cast<__u32>(victim.size());
+  t.pool[0].ref_count = 1;
+  for (size_t i = 0; i < victim.size(); ++i) t.pool[0].ips[i] = victim[i];
+  t.pool[0].ips[victim.size() - 1] ^= 0x10;  // differs in the outermost frame only
+  t.shared.next_elt = 1;
+
+  Result r = lookup(t, victim);
+  ASSERT_EQ(r.status, SMT_INSERTED);
+  EXPECT_EQ(r.id, (p.home + 1) & ((1u << (kBits + 1)) - 1));
+  EXPECT_EQ(t.pool[0].ref_count, 1u) << "the colliding stack was not counted";
+  EXPECT_EQ(lookup(t, victim).id, r.id);
+}
+
+TEST(StackTable, ExhaustedPoolDropsNewStacksWithoutClaimingSlots) {
+  smt_table t(kBits);
+  const __u32 pool = 1u << kBits;
+  for (__u32 i = 0; i < pool; ++i) ASSERT_EQ(lookup(t, stack_of(i)).status, SMT_INSERTED) << i;
+  size_t claimed = 0;
+  for (const auto& s : t.slots) claimed += s.key != 0;
+  for (int i = 0; i < 500; ++i) EXPECT_EQ(lookup(t, stack_of(pool + i)).status, SMT_POOL_FULL);
+  size_t claimed_after = 0;
+  for (const auto& s : t.slots) claimed_after += s.key != 0;
+  EXPECT_EQ(claimed_after, claimed) << "a drop must not leave claimed slots behind";
+  EXPECT_EQ(lookup(t, stack_of(17)).status, SMT_FOUND) << "known stacks still count";
+}
+
+TEST(StackTable, DeadSlotIsSkipped) {
+  smt_table t(kBits);
+  auto s = stack_of(9);
+  smt_probe p;
+  smt_probe_init(&p, &t.shared, s.data(), static_cast<__u32>(s.size()), kBits, 7);
+  t.slots[p.home] = {p.key, SMT_ELT_DEAD};
+  Result r = lookup(t, s);
+  EXPECT_EQ(r.status, SMT_INSERTED);
+  EXPECT_NE(r.id, p.home);
+}
+
+TEST(StackTable, UnpublishedMatchingSlotIsBusyNotGuessed) {
+  smt_table t(kBits);
+  auto s = stack_of(11);
+  smt_probe p;
+  smt_probe_init(&p, &t.shared, s.data(), static_cast<__u32>(s.size()), kBits, 7);
+  t.slots[p.home] = {p.key, SMT_ELT_NONE};
+  EXPECT_EQ(lookup(t, s).status, SMT_BUSY);
+}
+
+TEST(StackTable, ProbeLimitBoundsAFullChain) {
+  smt_table t(kBits);
+  auto s = stack_of(13);
+  smt_probe p;
+  smt_probe_init(&p, &t.shared, s.data(), static_cast<__u32>(s.size()), kBits, 7);
+  // Fill the next SMT_MAX_PROBES slots with other keys.
+  for (__u32 i = 0; i < SMT_MAX_PROBES; ++i)
+    t.slots[(p.home + i) & ((1u << (kBits + 1)) - 1)] = {p.key + 1, SMT_ELT_DEAD};
+  EXPECT_EQ(lookup(t, s).status, SMT_PROBE_LIMIT);
+  t.slots[(p.home + SMT_MAX_PROBES - 1) & ((1u << (kBits + 1)) - 1)] = {};
+  EXPECT_EQ(lookup(t, s).status, SMT_INSERTED) << "the last probe may still insert";
+}
+
+TEST(StackTable, ZeroHashIsRemappedAwayFromTheFreeMarker) {
+  smt_table t(kBits);
+  auto s = stack_of(21);
+  EXPECT_NE(lookup(t, s).key, 0u);
+}
+
+}  // namespace
