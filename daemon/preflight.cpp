@@ -66,8 +66,8 @@ void check_tracepoints(const std::vector<Tracepoint>& events, const std::string&
     std::error_code ec;
     if (!fs::exists(fs::path(events_dir) / tp.category / tp.name / "id", ec))
       throw Error("no such tracepoint '" + tp.str() + "' (nothing at " + events_dir + "/" +
-                  tp.category + "/" + tp.name + "): pick one from " + events_dir +
-                  "/../available_events");
+                  tp.category + "/" + tp.name + "): pick one from " +
+                  (fs::path(events_dir).parent_path() / "available_events").string());
   }
 }
 

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs what stackmapd needs to build and test on Debian 12, as root.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends \
+  build-essential cmake pkg-config clang llvm \
+  libbpf-dev bpftool libelf-dev zlib1g-dev \
+  libspdlog-dev libcli11-dev nlohmann-json3-dev libsystemd-dev libgtest-dev \
+  python3 util-linux > /dev/null

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# The stackmapd command end to end, as root on this kernel: a real session's
+# exports against DESIGN.md's contracts, the RFC's stackmap_dump.py on our FSMB
+# file, and one clear line plus a non-zero exit for every bad input.
+set -u
+BIN=$1
+SRC=$2
+PY=${3:-python3}
+RFC_DUMP=$SRC/tests/rfc/stackmap_dump.py
+
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+load_pid=
+cleanup() { [ -n "$load_pid" ] && kill "$load_pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
+
+start_load() {
+  ( while :; do for _ in $(seq 200); do cat /proc/self/stat > /dev/null; done; done ) &
+  load_pid=$!
+}
+stop_load() { kill "$load_pid" 2>/dev/null; wait "$load_pid" 2>/dev/null; load_pid=; }
+
+# --- a real session ---------------------------------------------------------
+out=$tmp/out
+start_load
+"$BIN" -e kmem:kmem_cache_alloc -e sched:sched_switch --duration 3 --output "$out" 2> "$tmp/run.err"
+rc=$?
+stop_load
+check "session exits 0 ($(tail -1 "$tmp/run.err"))" [ $rc -eq 0 ]
+for f in stack_map stack_map_stat stack_map_bin stack_map.json; do
+  check "$f written" [ -s "$out/$f" ]
+done
+check "no temporary files left" [ "$(ls -A "$out" | wc -l)" -eq 4 ]
+check "stack_map_bin is 0640 (raw addresses)" [ "$(stat -c %a "$out/stack_map_bin")" = 640 ]
+check "stack_map.json is 0640 (raw addresses)" [ "$(stat -c %a "$out/stack_map.json")" = 640 ]
+
+entries=$(grep '^entries:' "$out/stack_map_stat" | awk '{print $2}')
+hits=$(grep '^hits:' "$out/stack_map_stat" | awk '{print $2}')
+check "stat: entries is a positive number ($entries)" [ "${entries:-0}" -gt 0 ]
+check "stat: hits > entries ($hits)" [ "${hits:-0}" -gt "${entries:-0}" ]
+check "stat: the RFC's five lines first, in order" \
+  [ "$(head -5 "$out/stack_map_stat" | cut -d: -f1 | tr '\n' ' ')" = "entries table_size hits drops hit_rate " ]
+
+# FSMB v2 header, byte-exact.
+header=$("$PY" -c 'import struct,sys; print(*struct.unpack_from("<IIII", open(sys.argv[1],"rb").read()))' "$out/stack_map_bin")
+check "FSMB header: magic, version 2, nr_stacks = entries, reserved 0 ($header)" \
+  [ "$header" = "$((0x464D5342)) 2 $entries 0" ]
+
+# The RFC's own reader, unchanged, and our decoder print the same text.
+"$PY" "$RFC_DUMP" "$out/stack_map_bin" > "$tmp/rfc.txt" 2> "$tmp/rfc.err"
+check "stackmap_dump.py parses our file" [ $? -eq 0 ]
+check "stackmap_dump.py counts $entries stacks" grep -qx "Total: $entries unique stacks" "$tmp/rfc.err"
+"$BIN" decode "$out/stack_map_bin" > "$tmp/ours.txt" 2> "$tmp/decode.err"
+check "decode = stackmap_dump.py, line for line" cmp -s "$tmp/rfc.txt" "$tmp/ours.txt"
+check "decode says which revision it read" grep -q "FSMB v2" "$tmp/decode.err"
+"$BIN" decode "$out/stack_map_bin" --kallsyms /proc/kallsyms > "$tmp/sym.txt" 2>/dev/null
+check "decode --kallsyms = the stack_map export" cmp -s "$tmp/sym.txt" "$out/stack_map"
+
+# JSON export: the fields the issue names, consistent with the binary export.
+"$PY" - "$out/stack_map.json" "$out/stack_map_bin" "$hits" <<'PYEOF'
+import json, struct, sys, re
+doc = json.load(open(sys.argv[1]))
+data = open(sys.argv[2], "rb").read()
+for key in ("bits", "hash_seed", "table_size", "stats", "stacks"):
+    assert key in doc, key
+assert doc["table_size"] == 1 << (doc["bits"] + 1)
+assert doc["stats"]["hits"] == int(sys.argv[3])
+assert sum(s["ref_count"] for s in doc["stacks"]) == doc["stats"]["hits"]
+_, _, n, _ = struct.unpack_from("<IIII", data)
+off, ids = 16, []
+for _ in range(n):
+    sid, nr, ref, _ = struct.unpack_from("<IIII", data, off)
+    ids.append((sid, ref, nr))
+    off += 16 + 8 * nr
+assert ids == [(s["stack_id"], min(s["ref_count"], 2**32 - 1), s["depth"]) for s in doc["stacks"]]
+sym = re.compile(r"^([\w.$]+\+0x[0-9a-f]+/0x[0-9a-f]+( \[\w+\])?|0x[0-9a-f]+)$")
+resolved = 0
+for s in doc["stacks"]:
+    assert len(s["ips"]) == len(s["symbols"]) == s["depth"]
+    for ip, name in zip(s["ips"], s["symbols"]):
+        assert ip.startswith("0xffff"), ip
+        assert sym.match(name), name
+        resolved += not name.startswith("0x")
+assert resolved > 0
+assert any(n.startswith("kmem_cache_alloc") for s in doc["stacks"] for n in s["symbols"])
+PYEOF
+check "stack_map.json matches the contract and the binary export" [ $? -eq 0 ]
+
+# --top: most frequent first, symbolized.
+start_load
+"$BIN" --top 5 --duration 2 > "$tmp/top.txt" 2> "$tmp/top.err"
+rc=$?
+stop_load
+check "--top exits 0" [ $rc -eq 0 ]
+check "--top header" grep -qE '^[0-9]+ events, [0-9]+ unique stacks; top 5:$' "$tmp/top.txt"
+check "--top shows five ranked stacks" [ "$(grep -cE '^#[1-5] stack_id [0-9]+: [0-9]+ events \([0-9.]+%\), depth [0-9]+$' "$tmp/top.txt")" -eq 5 ]
+check "--top symbolizes like %pS" grep -qE '^    kmem_cache_alloc[a-z_]*\+0x[0-9a-f]+/0x[0-9a-f]+$' "$tmp/top.txt"
+counts=$(grep -E '^#' "$tmp/top.txt" | sed -E 's/.*: ([0-9]+) events.*/\1/' | tr '\n' ' ')
+check "--top is sorted ($counts)" [ "$(echo $counts | tr ' ' '\n' | sort -rn | tr '\n' ' ')" = "$counts" ]
+
+# Without --duration: runs until SIGINT, then writes the exports.
+"$BIN" --output "$tmp/sigint" 2> /dev/null &
+pid=$!
+sleep 2
+kill -INT $pid
+wait $pid
+check "SIGINT ends a session with exit 0" [ $? -eq 0 ]
+check "SIGINT still writes the exports" [ -s "$tmp/sigint/stack_map_bin" ]
+
+# --- bad input: one line, non-zero exit, nothing lost -----------------------
+expect_error() {  # expect_error KEYWORD ARGS...
+  local key=$1; shift
+  "$@" > "$tmp/bad.out" 2> "$tmp/bad.err"
+  local rc=$? lines
+  lines=$(wc -l < "$tmp/bad.err")
+  if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -qF -- "$key" "$tmp/bad.err"; then
+    pass "error for '${*:2}': $(cat "$tmp/bad.err")"
+  else
+    fail "error for '${*:2}' (exit $rc, $lines lines, want '$key'): $(cat "$tmp/bad.err")"
+  fi
+}
+before=$(md5sum "$out"/* | md5sum)
+expect_error "out of range" "$BIN" --bits 25 --output "$out"
+expect_error "out of range" "$BIN" --bits 9
+expect_error "no such tracepoint 'kmem:nope'" "$BIN" -e kmem:nope --output "$out"
+expect_error "CATEGORY:NAME" "$BIN" -e kmem_cache_alloc
+expect_error "--duration" "$BIN" --duration 0
+expect_error "output directory" "$BIN" --output /proc/stackmapd/out --duration 1
+expect_error "--bogus" "$BIN" --bogus
+check "failed runs left the earlier exports untouched" [ "$(md5sum "$out"/* | md5sum)" = "$before" ]
+mkdir "$tmp/empty"
+expect_error "no such tracepoint" "$BIN" -e sched:nope --output "$tmp/empty"
+check "a failed run writes nothing" [ -z "$(ls -A "$tmp/empty")" ]
+
+cp "$BIN" "$tmp/stackmapd" && chmod 755 "$tmp/stackmapd"
+expect_error "CAP_BPF" setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+  --bounding-set=-all "$tmp/stackmapd" --duration 1
+
+bin=$out/stack_map_bin
+: > "$tmp/empty.bin"
+head -c 10 "$bin" > "$tmp/short.bin"
+head -c $(( $(stat -c %s "$bin") - 5 )) "$bin" > "$tmp/truncated.bin"
+"$PY" -c 'import sys; d=bytearray(open(sys.argv[1],"rb").read()); d[4]=1; open(sys.argv[2],"wb").write(d)' "$bin" "$tmp/version.bin"
+"$PY" -c 'import struct,sys; open(sys.argv[1],"wb").write(struct.pack("<IIII",0x464D5342,2,0xffffffff,0))' "$tmp/absurd.bin"
+cp "$bin" "$tmp/trailing.bin" && printf 'xx' >> "$tmp/trailing.bin"
+expect_error "empty" "$BIN" decode "$tmp/empty.bin"
+expect_error "short" "$BIN" decode "$tmp/short.bin"
+expect_error "truncated" "$BIN" decode "$tmp/truncated.bin"
+expect_error "not a stack_map_bin file" "$BIN" decode "$BIN"
+expect_error "version" "$BIN" decode "$tmp/version.bin"
+expect_error "nr_stacks 4294967295" "$BIN" decode "$tmp/absurd.bin"
+expect_error "trailing" "$BIN" decode "$tmp/trailing.bin"
+expect_error "No such file" "$BIN" decode "$tmp/missing.bin"
+printf 'not kallsyms\n' > "$tmp/bad.kallsyms"
+expect_error "line 1" "$BIN" decode "$bin" --kallsyms "$tmp/bad.kallsyms"
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
