@@ -148,6 +148,8 @@ size_t BpfSession::drain(int timeout_ms) {
   return consumed_ - before;
 }
 
+int BpfSession::ring_fd() const { return bpf_map__fd(skel_->maps.ids); }
+
 TableStats BpfSession::stats() const {
   TableStats s;
   int ncpus = libbpf_num_possible_cpus();

@@ -59,6 +59,8 @@ class BpfSession {
   size_t drain(int timeout_ms);
 
   TableStats stats() const;
+  // The `ids` ring buffer, for tools that feed the consumer synthetic ids.
+  int ring_fd() const;
   const StackStore& store() const { return store_; }
   uint32_t bits() const { return bits_; }
   uint32_t hash_seed() const { return hash_seed_; }
