@@ -84,7 +84,7 @@ int run_trace(const TraceArgs& args) {
   else if (args.output.empty())
     std::cout << format_stack_map(snap.stacks, ks);
   const TableStats& st = snap.stats;
-  spdlog::info("{} events, {} unique stacks, {} dropped{}", st.get(SMC_EVENTS), st.entries,
+  spdlog::info("{} events, {} unique stacks, {} dropped{}", st.events(), st.entries,
                st.drops(), st.pool_full() ? " (element pool full: raise --bits)" : "");
   return 0;
 }

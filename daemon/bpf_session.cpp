@@ -3,6 +3,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -26,15 +27,19 @@ uint32_t random_seed() {
   return seed;
 }
 
-const void* map_readonly(bpf_map* map, size_t* len) {
+void* map_memory(int fd, size_t len, int prot, off_t offset, const std::string& what) {
+  void* p = mmap(nullptr, len, prot, MAP_SHARED, fd, offset);
+  if (p == MAP_FAILED)
+    throw Error("cannot mmap " + what + ": " + std::strerror(errno) +
+                ": the kernel must support mmapable BPF arrays and ring buffers (5.8+)");
+  return p;
+}
+
+void* map_array(bpf_map* map, size_t* len, int prot) {
   long page = sysconf(_SC_PAGESIZE);
   size_t bytes = static_cast<size_t>(bpf_map__value_size(map)) * bpf_map__max_entries(map);
   *len = (bytes + page - 1) / page * page;
-  void* p = mmap(nullptr, *len, PROT_READ, MAP_SHARED, bpf_map__fd(map), 0);
-  if (p == MAP_FAILED)
-    throw Error(std::string("cannot mmap BPF map ") + bpf_map__name(map) + ": " +
-                std::strerror(errno) + ": the kernel must support BPF_F_MMAPABLE arrays (5.5+)");
-  return p;
+  return map_memory(bpf_map__fd(map), *len, prot, 0, std::string("BPF map ") + bpf_map__name(map));
 }
 
 }  // namespace
@@ -56,6 +61,7 @@ BpfSession::BpfSession(const SessionConfig& config)
   skel_->rodata->table_bits = bits_;
   skel_->rodata->hash_seed = hash_seed_;
   skel_->rodata->wakeup_bytes = config.ringbuf_bytes / 4;
+  skel_->rodata->verify_every = config.verify_every;
   bpf_map__set_max_entries(skel_->maps.slots, table_size());
   bpf_map__set_max_entries(skel_->maps.pool, pool_size());
   bpf_map__set_max_entries(skel_->maps.ids, config.ringbuf_bytes);
@@ -68,6 +74,14 @@ BpfSession::BpfSession(const SessionConfig& config)
   }
 
   try {
+    slots_ = static_cast<smt_slot*>(map_array(skel_->maps.slots, &slots_len_, PROT_READ | PROT_WRITE));
+    pool_ = static_cast<const smt_elt*>(map_array(skel_->maps.pool, &pool_len_, PROT_READ));
+    long page = sysconf(_SC_PAGESIZE);
+    int ring = ring_fd();
+    ring_consumer_ = map_memory(ring, page, PROT_READ, 0, "the ring buffer's consumer page");
+    ring_producer_ = map_memory(ring, page, PROT_READ, page, "the ring buffer's producer page");
+    ring_ = ring_buffer__new(ring, on_record, this, nullptr);
+    if (!ring_) throw Error("cannot set up the ring-buffer consumer: " + errno_text(errno));
     for (const auto& tp : config.events) {
       bpf_link* link = bpf_program__attach_tracepoint(skel_->progs.stackmapd_tracepoint,
                                                       tp.category.c_str(), tp.name.c_str());
@@ -76,10 +90,6 @@ BpfSession::BpfSession(const SessionConfig& config)
                     ": check that it is listed in /sys/kernel/tracing/available_events");
       links_.push_back(link);
     }
-    slots_ = static_cast<const smt_slot*>(map_readonly(skel_->maps.slots, &slots_len_));
-    pool_ = static_cast<const smt_elt*>(map_readonly(skel_->maps.pool, &pool_len_));
-    ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.ids), on_record, this, nullptr);
-    if (!ring_) throw Error("cannot set up the ring-buffer consumer: " + errno_text(errno));
   } catch (...) {
     teardown();
     throw;
@@ -98,13 +108,19 @@ void BpfSession::teardown() {
   detach();
   if (ring_) ring_buffer__free(ring_);
   ring_ = nullptr;
-  if (slots_) munmap(const_cast<smt_slot*>(slots_), slots_len_);
+  long page = sysconf(_SC_PAGESIZE);
+  if (ring_consumer_) munmap(const_cast<void*>(ring_consumer_), page);
+  if (ring_producer_) munmap(const_cast<void*>(ring_producer_), page);
+  if (slots_) munmap(slots_, slots_len_);
   if (pool_) munmap(const_cast<smt_elt*>(pool_), pool_len_);
+  ring_consumer_ = ring_producer_ = nullptr;
   slots_ = nullptr;
   pool_ = nullptr;
   if (skel_) stackmapd_bpf__destroy(skel_);
   skel_ = nullptr;
 }
+
+int BpfSession::ring_fd() const { return bpf_map__fd(skel_->maps.ids); }
 
 const smt_elt* BpfSession::published_elt(uint32_t id) const {
   if (id >= table_size()) return nullptr;
@@ -115,23 +131,48 @@ const smt_elt* BpfSession::published_elt(uint32_t id) const {
 }
 
 // The consumer's hot path: one array increment for a known id.
-int BpfSession::on_record(void* ctx, void* data, size_t size) {
-  auto* self = static_cast<BpfSession*>(ctx);
-  uint32_t id;
-  if (size != sizeof(smt_id_record)) {
-    ++self->bad_records_;
-    return 0;
+void BpfSession::count_id(uint32_t id, uint32_t epoch) {
+  if (epoch != epoch_) {
+    ++stale_records_;
+    return;
   }
-  std::memcpy(&id, data, sizeof(id));
-  if (self->store_.count(id)) return 0;
+  if (store_.count(id)) return;
   // First sight of this id: the table published it before the id was
   // submitted, so its frames are there to copy, once.
-  const smt_elt* e = self->published_elt(id);
+  const smt_elt* e = published_elt(id);
   if (!e || e->nr == 0 || e->nr > SMT_MAX_DEPTH) {
-    ++self->bad_records_;
-    return 0;
+    ++bad_records_;
+    return;
   }
-  self->store_.insert(id, std::vector<uint64_t>(e->ips, e->ips + e->nr));
+  store_.insert(id, std::vector<uint64_t>(e->ips, e->ips + e->nr));
+}
+
+void BpfSession::check_sample(const smt_verify_record& v) {
+  const StackRecord* stored = store_.find(v.stack_id);
+  bool same = stored && v.nr <= SMT_MAX_DEPTH && stored->ips.size() == v.nr &&
+              std::equal(stored->ips.begin(), stored->ips.end(), v.ips);
+  if (same) {
+    ++verify_ok_;
+    return;
+  }
+  if (++verify_mismatch_ <= 10)
+    spdlog::warn("verify: stack_id {} holds a different stack than the event captured", v.stack_id);
+}
+
+int BpfSession::on_record(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<BpfSession*>(ctx);
+  if (size == sizeof(smt_id_record)) {
+    smt_id_record r;
+    std::memcpy(&r, data, sizeof(r));
+    self->count_id(r.stack_id, r.epoch);
+  } else if (size == sizeof(smt_verify_record)) {
+    smt_verify_record v;
+    std::memcpy(&v, data, sizeof(v));
+    self->count_id(v.stack_id, v.epoch);
+    if (v.epoch == self->epoch_) self->check_sample(v);
+  } else {
+    ++self->bad_records_;
+  }
   return 0;
 }
 
@@ -148,24 +189,53 @@ size_t BpfSession::drain(int timeout_ms) {
   return consumed_ - before;
 }
 
-int BpfSession::ring_fd() const { return bpf_map__fd(skel_->maps.ids); }
-
-TableStats BpfSession::stats() const {
-  TableStats s;
+std::vector<smt_cpu_counters> BpfSession::read_counters() const {
   int ncpus = libbpf_num_possible_cpus();
   if (ncpus <= 0) throw Error("cannot count possible CPUs: " + errno_text(ncpus));
-  std::vector<smt_counters> percpu(ncpus);
+  std::vector<smt_cpu_counters> percpu(ncpus);
   uint32_t zero = 0;
   if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.counters), &zero, percpu.data()))
     throw Error("cannot read the BPF counters: " + errno_text(errno));
-  for (const auto& c : percpu)
-    for (int i = 0; i < SMC_NR; ++i) s.counters[i] += c.v[i];
+  return percpu;
+}
+
+std::array<uint64_t, SMC_NR> BpfSession::sum_counters(uint32_t parity) const {
+  std::array<uint64_t, SMC_NR> sum{};
+  for (const auto& c : read_counters())
+    for (int i = 0; i < SMC_NR; ++i) sum[i] += c.epoch[parity][i];
+  return sum;
+}
+
+TableStats BpfSession::stats_of(uint32_t parity) const {
+  TableStats s;
+  std::vector<smt_cpu_counters> percpu = read_counters();
+  for (const auto& c : percpu) {
+    s.events_total += c.events;
+    for (int i = 0; i < SMC_NR; ++i) s.counters[i] += c.epoch[parity][i];
+  }
+  for (int i = 0; i < SMC_NR; ++i) s.counters[i] -= baseline_[parity][i];
   uint32_t handed_out = __atomic_load_n(&skel_->bss->shared.next_elt, __ATOMIC_RELAXED);
   s.pool_size = pool_size();
   s.table_size = table_size();
   s.entries = handed_out < s.pool_size ? handed_out : s.pool_size;
+  s.resets = resets_;
+  s.past_events = past_events_;
+  s.verify_ok = verify_ok_;
+  s.verify_mismatch = verify_mismatch_;
+  s.stale_records = stale_records_;
   s.bad_records = bad_records_;
   return s;
+}
+
+TableStats BpfSession::stats() const { return stats_of(epoch_ & 1); }
+
+Snapshot BpfSession::snapshot() const {
+  Snapshot snap;
+  snap.bits = bits_;
+  snap.hash_seed = hash_seed_;
+  snap.stats = stats();
+  snap.stacks = store_.snapshot();
+  return snap;
 }
 
 StackRecord BpfSession::table_stack(uint32_t id) const {

@@ -2,22 +2,25 @@
 /*
  * One tracing session on the BPF path. Data flow:
  *   (1) stackmapd.bpf.c, on every attached event, in the kernel: capture the
- *       stack, find or insert it in the lock-free table, submit its 4-byte id
- *       to the `ids` ring buffer without waking anybody;
+ *       stack, find or insert it in the lock-free table, submit its id (and
+ *       the table's epoch) to the `ids` ring buffer without waking anybody;
  *   (2) drain(), on the daemon's one thread: consume the ids, count each in
  *       the StackStore and, the first time an id is seen, copy its frames
- *       once from the table's pool (mmapped read-only, no syscall);
- *   (3) stats() and the StackStore feed the exports (daemon/exports.h).
+ *       once from the table's pool (mmapped, no syscall);
+ *   (3) snapshot() feeds the exports (daemon/exports.h).
+ * reset() empties the table while events keep arriving (daemon/table_reset.cpp).
  * Lifecycle: open, configure (table size, hash seed), load, attach, in the
  * constructor; one teardown path in the destructor.
  */
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "daemon/exports.h"
 #include "daemon/stack_store.h"
 #include "daemon/table_stats.h"
 #include "stackmapd/abi.h"
@@ -41,6 +44,7 @@ struct SessionConfig {
   std::vector<Tracepoint> events;
   uint32_t bits = SMT_DEFAULT_BITS;
   uint32_t ringbuf_bytes = 8u << 20;  // power of two; 16 B per id
+  uint32_t verify_every = 0;          // 1 in N events also sends its frames; 0 = off
 };
 
 class BpfSession {
@@ -55,17 +59,23 @@ class BpfSession {
   void detach();
 
   // Waits up to timeout_ms for the ring buffer to fill past its wakeup mark,
-  // then consumes everything pending. Returns the number of ids consumed.
+  // then consumes everything pending. Returns the number of records consumed.
   size_t drain(int timeout_ms);
 
+  // Empties the table while events keep arriving and returns the final state
+  // of the epoch it ended. Throws Error if in-flight events never finish.
+  Snapshot reset();
+
+  Snapshot snapshot() const;
   TableStats stats() const;
-  // The `ids` ring buffer, for tools that feed the consumer synthetic ids.
-  int ring_fd() const;
   const StackStore& store() const { return store_; }
   uint32_t bits() const { return bits_; }
   uint32_t hash_seed() const { return hash_seed_; }
+  uint32_t epoch() const { return epoch_; }
   uint32_t table_size() const { return 1u << (bits_ + 1); }
   uint32_t pool_size() const { return 1u << bits_; }
+  // The `ids` ring buffer, for tools that feed the consumer synthetic ids.
+  int ring_fd() const;
 
   // The table's own view of a stack, for checks: its frames and BPF-side
   // ref_count. Empty frames when the slot holds no published element.
@@ -75,19 +85,36 @@ class BpfSession {
 
  private:
   static int on_record(void* ctx, void* data, size_t size);
-  void teardown();
+  void count_id(uint32_t id, uint32_t epoch);
+  void check_sample(const smt_verify_record& v);
   const smt_elt* published_elt(uint32_t id) const;
+  std::vector<smt_cpu_counters> read_counters() const;
+  // Outcome counters of one epoch parity, summed over CPUs, since load.
+  std::array<uint64_t, SMC_NR> sum_counters(uint32_t parity) const;
+  TableStats stats_of(uint32_t parity) const;
+  void set_state(uint32_t state);
+  void wait_for_reserved_records(const char* phase);
+  void teardown();
 
   uint32_t bits_;
   uint32_t hash_seed_;
   stackmapd_bpf* skel_ = nullptr;
   ring_buffer* ring_ = nullptr;
   std::vector<bpf_link*> links_;
-  const smt_slot* slots_ = nullptr;  // read-only mmap of the `slots` map
+  smt_slot* slots_ = nullptr;        // mmap of the `slots` map (written only by reset)
   const smt_elt* pool_ = nullptr;    // read-only mmap of the `pool` map
+  const void* ring_consumer_ = nullptr;  // the ring's consumer and producer pages
+  const void* ring_producer_ = nullptr;
   size_t slots_len_ = 0;
   size_t pool_len_ = 0;
   StackStore store_;
+  uint32_t epoch_ = 0;
+  uint64_t resets_ = 0;
+  std::array<uint64_t, SMC_NR> baseline_[2] = {};  // counters at the start of the epoch
+  uint64_t past_events_ = 0;
+  uint64_t verify_ok_ = 0;
+  uint64_t verify_mismatch_ = 0;
+  uint64_t stale_records_ = 0;
   uint64_t bad_records_ = 0;
   uint64_t consumed_ = 0;
 };

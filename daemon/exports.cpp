@@ -47,7 +47,6 @@ json stack_json(const StackRecord& s, const Kallsyms* ksyms) {
 
 const char* counter_name(int c) {
   switch (c) {
-    case SMC_EVENTS: return "events";
     case SMC_HITS: return "hits";
     case SMC_INSERTS: return "inserts";
     case SMC_DROP_POOL_FULL: return "drop_pool_full";
@@ -55,8 +54,19 @@ const char* counter_name(int c) {
     case SMC_DROP_BUSY: return "drop_busy";
     case SMC_DROP_STACK_ERROR: return "drop_stack_error";
     case SMC_DROP_RINGBUF_FULL: return "drop_ringbuf_full";
+    case SMC_DROP_RESETTING: return "drop_resetting";
   }
   return "unknown";
+}
+
+// The lines after the per-epoch counters, in stat and JSON alike.
+std::vector<std::pair<const char*, uint64_t>> extra_stats(const TableStats& st) {
+  return {{"resets", st.resets},
+          {"events_total", st.events_total},
+          {"verify_ok", st.verify_ok},
+          {"verify_mismatch", st.verify_mismatch},
+          {"stale_records", st.stale_records},
+          {"bad_records", st.bad_records}};
 }
 
 }  // namespace
@@ -85,10 +95,11 @@ std::string format_stat(const TableStats& st) {
   stat_line(out, "hits", std::to_string(st.get(SMC_HITS)));
   stat_line(out, "drops", std::to_string(st.drops()));
   stat_line(out, "hit_rate", std::to_string(st.hit_rate_percent()) + "%");
-  for (int c = SMC_EVENTS; c < SMC_NR; ++c)
-    if (c != SMC_HITS) stat_line(out, counter_name(c), std::to_string(st.counters[c]));
+  stat_line(out, "events", std::to_string(st.events()));
+  for (int c = SMC_INSERTS; c < SMC_NR; ++c)
+    stat_line(out, counter_name(c), std::to_string(st.counters[c]));
   stat_line(out, "pool_full", st.pool_full() ? "yes" : "no");
-  stat_line(out, "bad_records", std::to_string(st.bad_records));
+  for (const auto& [name, value] : extra_stats(st)) stat_line(out, name, std::to_string(value));
   return out;
 }
 
@@ -103,8 +114,10 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms) {
   json stats{{"entries", st.entries},       {"max_entries", st.pool_size},
              {"table_size", st.table_size}, {"hits", st.get(SMC_HITS)},
              {"drops", st.drops()},         {"hit_rate", st.hit_rate_percent()},
-             {"pool_full", st.pool_full()}, {"bad_records", st.bad_records}};
-  for (int c = SMC_EVENTS; c < SMC_NR; ++c) stats[counter_name(c)] = st.counters[c];
+             {"pool_full", st.pool_full()}};
+  stats["events"] = st.events();
+  for (int c = SMC_INSERTS; c < SMC_NR; ++c) stats[counter_name(c)] = st.counters[c];
+  for (const auto& [name, value] : extra_stats(st)) stats[name] = value;
   json stacks = json::array();
   for (const auto& s : snap.stacks) stacks.push_back(stack_json(s, ksyms));
   json doc{{"bits", snap.bits},     {"hash_seed", snap.hash_seed}, {"table_size", st.table_size},

@@ -27,6 +27,9 @@ class StackStore {
   }
 
   void insert(uint32_t id, std::vector<uint64_t> ips, uint64_t ref_count = 1);
+  const StackRecord* find(uint32_t id) const {
+    return id < index_.size() && index_[id] ? &stacks_[index_[id] - 1] : nullptr;
+  }
 
   // Stacks ordered by stack_id, as the kernel's exports walk the table.
   std::vector<StackRecord> snapshot() const;

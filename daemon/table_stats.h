@@ -9,26 +9,33 @@
 namespace stackmapd {
 
 struct TableStats {
-  uint64_t counters[SMC_NR] = {};  // summed over CPUs
+  uint64_t counters[SMC_NR] = {};  // this epoch (since the last reset), summed over CPUs
   uint32_t entries = 0;            // pool elements in use
   uint32_t pool_size = 0;
   uint32_t table_size = 0;
-  uint64_t bad_records = 0;        // ring-buffer records the daemon could not use
+  uint64_t resets = 0;
+  uint64_t events_total = 0;       // every event since load, counted apart from the outcomes
+  uint64_t past_events = 0;        // outcomes (hits + drops) of the epochs before this one
+  uint64_t verify_ok = 0;          // --verify samples whose frames equal the stored stack
+  uint64_t verify_mismatch = 0;
+  uint64_t stale_records = 0;      // records of an earlier epoch: 0 unless the reset protocol broke
+  uint64_t bad_records = 0;        // records the daemon could not resolve
 
   uint64_t get(smt_counter c) const { return counters[c]; }
   uint64_t drops() const {
     uint64_t d = 0;
-    for (int c = SMC_DROP_POOL_FULL; c <= SMC_DROP_RINGBUF_FULL; ++c) d += counters[c];
+    for (int c = SMC_FIRST_DROP; c <= SMC_LAST_DROP; ++c) d += counters[c];
     return d;
   }
+  // Every event of this epoch ends in a hit or exactly one named drop.
+  uint64_t events() const { return get(SMC_HITS) + drops(); }
   bool pool_full() const { return entries >= pool_size; }
   // Share of events whose stack was already stored. The RFC divided hits by
   // hits + drops, so a stack's first insert counted as a hit and a table of
   // all-new stacks showed 100%.
   uint32_t hit_rate_percent() const {
-    uint64_t events = get(SMC_HITS) + drops();
-    if (events == 0) return 0;
-    return static_cast<uint32_t>((get(SMC_HITS) - get(SMC_INSERTS)) * 100 / events);
+    if (events() == 0) return 0;
+    return static_cast<uint32_t>((get(SMC_HITS) - get(SMC_INSERTS)) * 100 / events());
   }
 };
 

@@ -40,15 +40,6 @@ class StopSignals {
 
 }  // namespace
 
-Snapshot snapshot_of(const BpfSession& session) {
-  Snapshot snap;
-  snap.bits = session.bits();
-  snap.hash_seed = session.hash_seed();
-  snap.stats = session.stats();
-  snap.stacks = session.store().snapshot();
-  return snap;
-}
-
 Snapshot trace(const TraceOptions& options) {
   check_privileges();
   check_btf();
@@ -77,7 +68,7 @@ Snapshot trace(const TraceOptions& options) {
   // Detach before the last drain so that the exports are one consistent cut.
   session.detach();
   session.drain(0);
-  return snapshot_of(session);
+  return session.snapshot();
 }
 
 }  // namespace stackmapd

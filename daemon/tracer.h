@@ -21,6 +21,4 @@ struct TraceOptions {
 // Runs the preflight checks (privileges, BTF, tracepoints) and the session.
 Snapshot trace(const TraceOptions& options);
 
-Snapshot snapshot_of(const BpfSession& session);
-
 }  // namespace stackmapd

@@ -45,7 +45,6 @@ TEST(Exports, StatKeepsTheRfcLinesFirst) {
   st.entries = 2500;
   st.pool_size = 16384;
   st.table_size = 32768;
-  st.counters[SMC_EVENTS] = 150000;
   st.counters[SMC_HITS] = 148923;
   st.counters[SMC_INSERTS] = 2500;
   st.counters[SMC_DROP_PROBE_LIMIT] = 1000;

@@ -44,12 +44,17 @@ struct smt_elt {
 /* Table-wide mutable state (the BPF program's .bss). */
 struct smt_shared {
 	__u32 next_elt;		/* pool elements handed out; may pass the pool size */
+	/* Reset protocol state, written by the daemon only: epoch << 1 | resetting
+	 * (see daemon/table_reset.cpp). */
+	__u32 state;
 };
 
-/* Per-CPU event counters. Every event increments SMC_EVENTS and then exactly
- * one of SMC_HITS or an SMC_DROP_* counter. */
+#define SMT_STATE_RESETTING 1U
+#define SMT_STATE_EPOCH(state) ((state) >> 1)
+
+/* Outcome counters, kept per CPU and per epoch parity. Every event ends in
+ * SMC_HITS or exactly one SMC_DROP_* counter of the epoch it read. */
 enum smt_counter {
-	SMC_EVENTS,
 	SMC_HITS,		/* id recorded: the stack's ref_count was incremented */
 	SMC_INSERTS,		/* of those, stacks stored for the first time */
 	SMC_DROP_POOL_FULL,	/* new stack, element pool exhausted */
@@ -57,26 +62,44 @@ enum smt_counter {
 	SMC_DROP_BUSY,		/* matching slot still being written by another CPU */
 	SMC_DROP_STACK_ERROR,	/* bpf_get_stack() failed or returned no frames */
 	SMC_DROP_RINGBUF_FULL,	/* no room for the id record: consumer too slow */
+	SMC_DROP_RESETTING,	/* arrived while the table was being reset */
 	SMC_NR,
 };
 
-struct smt_counters {
-	__u64 v[SMC_NR];
+#define SMC_FIRST_DROP SMC_DROP_POOL_FULL
+#define SMC_LAST_DROP SMC_DROP_RESETTING
+
+struct smt_cpu_counters {
+	/* Every event of every epoch, counted first and atomically: that
+	 * fully ordered increment is also the reset protocol's barrier. */
+	__u64 events;
+	__u64 epoch[2][SMC_NR];
 };
 
-/* Ring-buffer record: the stack id only (16 bytes with the 8-byte header). */
+/* Ring-buffer records, told apart by size. The plain one is 16 bytes with
+ * the 8-byte header, the epoch riding in what would be alignment padding. */
 struct smt_id_record {
 	__u32 stack_id;
+	__u32 epoch;
+};
+
+/* --verify: 1 in N events also carries the frames it captured. */
+struct smt_verify_record {
+	__u32 stack_id;
+	__u32 epoch;
+	__u32 nr;
+	__u32 reserved;
+	__u64 ips[SMT_MAX_DEPTH];
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(struct smt_slot) == 8, "slot layout");
-static_assert(sizeof(struct smt_elt) == 16 + 8 * SMT_MAX_DEPTH, "elt layout");
-static_assert(sizeof(struct smt_id_record) == 4, "record layout");
+#define SMT_STATIC_ASSERT static_assert
 #else
-_Static_assert(sizeof(struct smt_slot) == 8, "slot layout");
-_Static_assert(sizeof(struct smt_elt) == 16 + 8 * SMT_MAX_DEPTH, "elt layout");
-_Static_assert(sizeof(struct smt_id_record) == 4, "record layout");
+#define SMT_STATIC_ASSERT _Static_assert
 #endif
+SMT_STATIC_ASSERT(sizeof(struct smt_slot) == 8, "slot layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_elt) == 16 + 8 * SMT_MAX_DEPTH, "elt layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_id_record) == 8, "record layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_verify_record) == 16 + 8 * SMT_MAX_DEPTH, "verify layout");
 
 #endif /* STACKMAPD_ABI_H */
