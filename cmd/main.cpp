@@ -39,6 +39,8 @@ struct TraceArgs {
   std::optional<double> duration;
   std::string output;
   std::optional<size_t> top;
+  uint32_t verify = 0;
+  uint32_t ringbuf_kb = 8192;
 };
 
 struct DecodeArgs {
@@ -70,6 +72,12 @@ int run_trace(const TraceArgs& args) {
     throw Error("--duration must be more than 0 seconds");
   opt.duration_s = args.duration;
   if (!opt.duration_s && args.top) opt.duration_s = 5.0;
+  opt.session.verify_every = args.verify;
+  const uint32_t kb = args.ringbuf_kb;
+  if (kb < 16 || kb > (1u << 20) || (kb & (kb - 1)))
+    throw Error("--ringbuf-kb " + std::to_string(kb) +
+                " is not a power of two from 16 to 1048576 (16 bytes per event id)");
+  opt.session.ringbuf_bytes = kb * 1024;
   if (!args.output.empty()) prepare_output_dir(args.output);
 
   Snapshot snap = trace(opt);
@@ -84,8 +92,11 @@ int run_trace(const TraceArgs& args) {
   else if (args.output.empty())
     std::cout << format_stack_map(snap.stacks, ks);
   const TableStats& st = snap.stats;
-  spdlog::info("{} events, {} unique stacks, {} dropped{}", st.events(), st.entries,
-               st.drops(), st.pool_full() ? " (element pool full: raise --bits)" : "");
+  spdlog::info("{} events, {} unique stacks, {} dropped{}{}", st.events(), st.entries, st.drops(),
+               st.pool_full() ? " (element pool full: raise --bits)" : "",
+               st.get(SMC_DROP_RINGBUF_FULL) ? " (ring buffer full: raise --ringbuf-kb)" : "");
+  if (st.verify_mismatch) throw Error("--verify found " + std::to_string(st.verify_mismatch) +
+                                      " events whose id named another stack: please report this");
   return 0;
 }
 
@@ -131,6 +142,12 @@ int main(int argc, char** argv) {
   app.add_option("--output", trace_args.output,
                  "Write stack_map, stack_map_stat, stack_map_bin and stack_map.json here");
   app.add_option("--top", trace_args.top, "Print the N most frequent stacks");
+  app.add_option("--verify", trace_args.verify,
+                 "Also send the captured frames of 1 in N events and check them against the stored "
+                 "stack (verify_ok/verify_mismatch in stack_map_stat)");
+  app.add_option("--ringbuf-kb", trace_args.ringbuf_kb,
+                 "Ring buffer size in KiB, a power of two (16 B per event until drained)")
+      ->capture_default_str();
 
   DecodeArgs decode_args;
   CLI::App* decode = app.add_subcommand("decode", "Print an FSMB file (stack_map_bin) from us or the kernel");

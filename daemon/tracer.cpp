@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <chrono>
 #include <csignal>
 
@@ -13,29 +14,34 @@ namespace stackmapd {
 namespace {
 
 volatile std::sig_atomic_t stop_requested = 0;
+volatile std::sig_atomic_t reset_requested = 0;
 
-void on_stop_signal(int) { stop_requested = 1; }
+void on_signal(int sig) {
+  if (sig == SIGUSR1)
+    reset_requested = 1;
+  else
+    stop_requested = 1;
+}
 
-// Installed without SA_RESTART so that a signal interrupts the ring-buffer
-// poll at once instead of waiting for the drain timer.
-class StopSignals {
+// SIGINT/SIGTERM stop, SIGUSR1 resets the table. Installed without
+// SA_RESTART so that a signal interrupts the ring-buffer poll at once.
+class SessionSignals {
  public:
-  StopSignals() {
+  SessionSignals() {
     stop_requested = 0;
+    reset_requested = 0;
     struct sigaction sa = {};
-    sa.sa_handler = on_stop_signal;
+    sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &sa, &old_[i]);
   }
-  ~StopSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
+  ~SessionSignals() {
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &old_[i], nullptr);
   }
 
  private:
-  struct sigaction old_int_ = {};
-  struct sigaction old_term_ = {};
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGUSR1};
+  std::array<struct sigaction, 3> old_ = {};
 };
 
 }  // namespace
@@ -45,14 +51,15 @@ Snapshot trace(const TraceOptions& options) {
   check_btf();
   check_tracepoints(options.session.events, find_tracefs_events());
 
-  StopSignals signals;
+  SessionSignals signals;
   BpfSession session(options.session);
   std::string names;
   for (const auto& tp : options.session.events) names += (names.empty() ? "" : ", ") + tp.str();
   if (options.duration_s)
-    spdlog::info("tracing {} for {} s (Ctrl-C stops early)", names, *options.duration_s);
+    spdlog::info("tracing {} for {} s (Ctrl-C stops early, SIGUSR1 resets)", names,
+                 *options.duration_s);
   else
-    spdlog::info("tracing {} until Ctrl-C or SIGTERM", names);
+    spdlog::info("tracing {} until Ctrl-C or SIGTERM (SIGUSR1 resets)", names);
 
   using clock = std::chrono::steady_clock;
   auto deadline = clock::time_point::max();
@@ -60,6 +67,12 @@ Snapshot trace(const TraceOptions& options) {
     deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
                                   std::chrono::duration<double>(*options.duration_s));
   while (!stop_requested) {
+    if (reset_requested) {
+      reset_requested = 0;
+      Snapshot ended = session.reset();
+      spdlog::info("reset: epoch {} ended with {} events in {} unique stacks", session.epoch() - 1,
+                   ended.stats.events(), ended.stacks.size());
+    }
     auto now = clock::now();
     if (now >= deadline) break;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();

@@ -112,6 +112,53 @@ wait $pid
 check "SIGINT ends a session with exit 0" [ $? -eq 0 ]
 check "SIGINT still writes the exports" [ -s "$tmp/sigint/stack_map_bin" ]
 
+wait_attached() {  # wait_attached STDERR_FILE
+  for _ in $(seq 100); do grep -q "tracing " "$1" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+stat_of() { grep "^$1:" "$2" | awk '{print $2}'; }
+
+# A stopped consumer: the ring buffer fills, the loss is counted, and the
+# session recovers once the daemon runs again.
+"$BIN" --ringbuf-kb 64 --duration 5 --output "$tmp/stopped" 2> "$tmp/stopped.err" &
+pid=$!
+wait_attached "$tmp/stopped.err"
+kill -STOP $pid
+start_load
+sleep 2
+kill -CONT $pid
+sleep 1
+stop_load
+wait $pid
+check "a stopped consumer's session still exits 0" [ $? -eq 0 ]
+st=$tmp/stopped/stack_map_stat
+check "lost records are counted ($(stat_of drop_ringbuf_full "$st"))" [ "$(stat_of drop_ringbuf_full "$st")" -gt 0 ]
+check "the daemon recovered: more hits ($(stat_of hits "$st")) than the stalled ring holds (4096)" \
+  [ "$(stat_of hits "$st")" -gt 4096 ]
+check "events = hits + drops after an overflow" \
+  [ "$(stat_of events_total "$st")" -eq $(( $(stat_of hits "$st") + $(stat_of drops "$st") )) ]
+check "the overflow is reported with its fix" grep -q "raise --ringbuf-kb" "$tmp/stopped.err"
+
+# SIGUSR1 resets a running session; --verify checks samples against the table.
+"$BIN" --verify 5 --duration 4 --output "$tmp/reset" 2> "$tmp/reset.err" &
+pid=$!
+wait_attached "$tmp/reset.err"
+start_load
+sleep 1.5
+kill -USR1 $pid
+sleep 1.5
+stop_load
+wait $pid
+check "a reset session exits 0" [ $? -eq 0 ]
+st=$tmp/reset/stack_map_stat
+check "SIGUSR1 reset the table once" [ "$(stat_of resets "$st")" -eq 1 ]
+check "the reset is logged" grep -q "reset: epoch 0 ended with" "$tmp/reset.err"
+check "no stale records after a reset" [ "$(stat_of stale_records "$st")" -eq 0 ]
+check "--verify checked samples ($(stat_of verify_ok "$st"))" [ "$(stat_of verify_ok "$st")" -gt 100 ]
+check "--verify found no mismatch" [ "$(stat_of verify_mismatch "$st")" -eq 0 ]
+check "hits since the reset are fewer than all events" \
+  [ "$(stat_of hits "$st")" -lt "$(stat_of events_total "$st")" ]
+
 # --- bad input: one line, non-zero exit, nothing lost -----------------------
 expect_error() {  # expect_error KEYWORD ARGS...
   local key=$1; shift
@@ -132,6 +179,7 @@ expect_error "CATEGORY:NAME" "$BIN" -e kmem_cache_alloc
 expect_error "--duration" "$BIN" --duration 0
 expect_error "output directory" "$BIN" --output /proc/stackmapd/out --duration 1
 expect_error "--bogus" "$BIN" --bogus
+expect_error "--ringbuf-kb 100" "$BIN" --ringbuf-kb 100
 check "failed runs left the earlier exports untouched" [ "$(md5sum "$out"/* | md5sum)" = "$before" ]
 mkdir "$tmp/empty"
 expect_error "no such tracepoint" "$BIN" -e sched:nope --output "$tmp/empty"
