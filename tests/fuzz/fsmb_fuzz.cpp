@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: GPL-2.0
+// libFuzzer target: the FSMB reader must reject any input with an Error, never
+// crash, and what it accepts must survive a write and a second read unchanged.
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "daemon/error.h"
+#include "daemon/fsmb.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  stackmapd::FsmbFile file;
+  try {
+    file = stackmapd::fsmb_decode(bytes, "fuzz");
+  } catch (const stackmapd::Error&) {
+    return 0;
+  }
+  std::string again = stackmapd::fsmb_encode(file.stacks);
+  stackmapd::FsmbFile reread = stackmapd::fsmb_decode(again, "fuzz-reencoded");
+  if (reread.stacks.size() != file.stacks.size()) abort();
+  for (size_t i = 0; i < file.stacks.size(); ++i) {
+    const auto& a = file.stacks[i];
+    const auto& b = reread.stacks[i];
+    if (a.stack_id != b.stack_id || a.ref_count != b.ref_count || a.ips != b.ips) abort();
+  }
+  return 0;
+}
