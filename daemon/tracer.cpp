@@ -44,6 +44,32 @@ class SessionSignals {
   std::array<struct sigaction, 3> old_ = {};
 };
 
+// Says once, as it happens, when the table or the ring buffer starts losing
+// events, instead of leaving it to the exports at the end.
+class HealthWatch {
+ public:
+  void check(const BpfSession& session) {
+    auto now = std::chrono::steady_clock::now();
+    if (now < next_) return;
+    next_ = now + std::chrono::seconds(1);
+    TableStats st = session.stats();
+    if (st.pool_full() && !pool_warned_) {
+      pool_warned_ = true;
+      spdlog::warn("element pool full ({} unique stacks): new stacks are dropped and counted; "
+                   "raise --bits", st.entries);
+    }
+    if (st.get(SMC_DROP_RINGBUF_FULL) && !ring_warned_) {
+      ring_warned_ = true;
+      spdlog::warn("ring buffer full: ids are dropped and counted; raise --ringbuf-kb");
+    }
+  }
+
+ private:
+  std::chrono::steady_clock::time_point next_{};
+  bool pool_warned_ = false;
+  bool ring_warned_ = false;
+};
+
 }  // namespace
 
 Snapshot trace(const TraceOptions& options) {
@@ -66,7 +92,9 @@ Snapshot trace(const TraceOptions& options) {
   if (options.duration_s)
     deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
                                   std::chrono::duration<double>(*options.duration_s));
+  HealthWatch health;
   while (!stop_requested) {
+    health.check(session);
     if (reset_requested) {
       reset_requested = 0;
       Snapshot ended = session.reset();
