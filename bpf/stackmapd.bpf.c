@@ -66,7 +66,6 @@ struct {
 } ids SEC(".maps");
 
 const volatile __u32 table_bits = SMT_DEFAULT_BITS;
-const volatile __u32 hash_seed;
 /* Waking the consumer costs microseconds per wakeup (an irq_work and a
  * reschedule), several times the whole stack capture. Records go in silently
  * and the daemon drains on a timer; only a ring filling up wakes it early. */
@@ -75,6 +74,7 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 const volatile __u32 verify_every;
 
 struct smt_shared shared;
+struct smt_daemon_state daemon_state;
 
 static __always_inline struct smt_slot *smt_slot_at(struct smt_table *t, __u32 idx)
 {
@@ -174,7 +174,8 @@ static __always_inline int record_stack(void *ctx)
 		return 0;
 	}
 
-	smt_probe_init(&p, &shared, buf->ips, len / sizeof(__u64), table_bits, hash_seed);
+	smt_probe_init(&p, &shared, buf->ips, len / sizeof(__u64), table_bits,
+		       shared.hash_seed);
 	bpf_loop(SMT_MAX_PROBES, probe_step_cb, &p, 0);
 	smt_probe_finish(&p);
 	if (p.status != SMT_FOUND && p.status != SMT_INSERTED) {

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "daemon/error.h"
+#include "daemon/pinning.h"
 #include "stackmapd.skel.h"
 
 namespace stackmapd {
@@ -54,17 +55,40 @@ Tracepoint Tracepoint::parse(std::string_view spec) {
 }
 
 BpfSession::BpfSession(const SessionConfig& config)
-    : bits_(config.bits), hash_seed_(random_seed()), store_(1u << (config.bits + 1)) {
+    : bits_(config.bits), pin_dir_(config.pin_dir), store_(1u << (config.bits + 1)) {
   skel_ = stackmapd_bpf__open();
   if (!skel_) throw Error("cannot open the BPF object: " + errno_text(errno));
 
   skel_->rodata->table_bits = bits_;
-  skel_->rodata->hash_seed = hash_seed_;
   skel_->rodata->wakeup_bytes = config.ringbuf_bytes / 4;
   skel_->rodata->verify_every = config.verify_every;
   bpf_map__set_max_entries(skel_->maps.slots, table_size());
   bpf_map__set_max_entries(skel_->maps.pool, pool_size());
   bpf_map__set_max_entries(skel_->maps.ids, config.ringbuf_bytes);
+
+  bool take_over = false;
+  if (!pin_dir_.empty()) {
+    try {
+      prepare_pin_dir(pin_dir_);
+      const std::vector<PinnedMap> maps = {{"slots", skel_->maps.slots},
+                                           {"pool", skel_->maps.pool},
+                                           {"counters", skel_->maps.counters},
+                                           {"ids", skel_->maps.ids},
+                                           {"state", skel_->maps.bss}};
+      std::string why = pin_mismatch(pin_dir_, maps);
+      take_over = why.empty();
+      if (!take_over && any_pins(pin_dir_, pin_names())) {
+        spdlog::warn("not taking over the table pinned in {}: {}; starting clean", pin_dir_, why);
+        remove_pins(pin_dir_, pin_names());
+        prepare_pin_dir(pin_dir_);
+      }
+      for (const auto& m : maps) bpf_map__set_pin_path(m.map, (pin_dir_ + "/" + m.name).c_str());
+    } catch (...) {
+      stackmapd_bpf__destroy(skel_);
+      skel_ = nullptr;
+      throw;
+    }
+  }
 
   if (int err = stackmapd_bpf__load(skel_)) {
     stackmapd_bpf__destroy(skel_);
@@ -82,18 +106,76 @@ BpfSession::BpfSession(const SessionConfig& config)
     ring_producer_ = map_memory(ring, page, PROT_READ, page, "the ring buffer's producer page");
     ring_ = ring_buffer__new(ring, on_record, this, nullptr);
     if (!ring_) throw Error("cannot set up the ring-buffer consumer: " + errno_text(errno));
-    for (const auto& tp : config.events) {
-      bpf_link* link = bpf_program__attach_tracepoint(skel_->progs.stackmapd_tracepoint,
-                                                      tp.category.c_str(), tp.name.c_str());
-      if (!link)
-        throw Error("cannot attach to tracepoint " + tp.str() + ": " + errno_text(errno) +
-                    ": check that it is listed in /sys/kernel/tracing/available_events");
-      links_.push_back(link);
-    }
+    if (take_over)
+      resume_from_pins();
+    else
+      start_fresh();
+    reattach(config.events);
   } catch (...) {
     teardown();
     throw;
   }
+}
+
+const std::vector<std::string>& BpfSession::pin_names() {
+  static const std::vector<std::string> names = {"slots", "pool", "counters", "ids", "state"};
+  return names;
+}
+
+smt_daemon_state& BpfSession::book() const { return skel_->bss->daemon_state; }
+
+void BpfSession::start_fresh() {
+  hash_seed_ = random_seed();
+  skel_->bss->shared.hash_seed = hash_seed_;
+  book() = smt_daemon_state{};
+  book().layout_version = SMT_LAYOUT_VERSION;
+  book().bits = bits_;
+}
+
+// Called before anything is attached: nothing writes the maps meanwhile.
+void BpfSession::resume_from_pins() {
+  smt_shared& shared = skel_->bss->shared;
+  if (book().layout_version != SMT_LAYOUT_VERSION || book().bits != bits_) {
+    spdlog::warn("the table pinned in {} is of layout {} (want {}): starting clean", pin_dir_,
+                 book().layout_version, SMT_LAYOUT_VERSION);
+    clear_table();
+    start_fresh();
+    return;
+  }
+  hash_seed_ = shared.hash_seed;
+  epoch_ = SMT_STATE_EPOCH(shared.state);
+  if (shared.state & SMT_STATE_RESETTING) {
+    // A daemon died in the middle of a reset: finish it.
+    spdlog::warn("the previous daemon died while resetting the table: finishing the reset");
+    clear_table();
+    ++epoch_;
+    ++book().resets;
+    shared.state = epoch_ << 1;
+  }
+  // Records the previous daemon left unread are already in the ref_counts.
+  discard_records_ = true;
+  drain(0);
+  discard_records_ = false;
+  for (StackRecord& r : table_stacks()) store_.insert(r.stack_id, std::move(r.ips), r.ref_count);
+  resumed_ = true;
+  spdlog::info("continuing the table pinned in {}: {} stacks, {} events, epoch {}", pin_dir_,
+               store_.size(), store_.total_events(), epoch_);
+}
+
+void BpfSession::reattach(const std::vector<Tracepoint>& events) {
+  detach();
+  for (const auto& tp : events) {
+    bpf_link* link = bpf_program__attach_tracepoint(skel_->progs.stackmapd_tracepoint,
+                                                    tp.category.c_str(), tp.name.c_str());
+    if (!link)
+      throw Error("cannot attach to tracepoint " + tp.str() + ": " + errno_text(errno) +
+                  ": check that it is listed in /sys/kernel/tracing/available_events");
+    links_.push_back(link);
+  }
+}
+
+void BpfSession::unpin() {
+  if (!pin_dir_.empty()) remove_pins(pin_dir_, pin_names());
 }
 
 BpfSession::~BpfSession() { teardown(); }
@@ -161,6 +243,7 @@ void BpfSession::check_sample(const smt_verify_record& v) {
 
 int BpfSession::on_record(void* ctx, void* data, size_t size) {
   auto* self = static_cast<BpfSession*>(ctx);
+  if (self->discard_records_) return 0;
   if (size == sizeof(smt_id_record)) {
     smt_id_record r;
     std::memcpy(&r, data, sizeof(r));
@@ -213,13 +296,13 @@ TableStats BpfSession::stats_of(uint32_t parity) const {
     s.events_total += c.events;
     for (int i = 0; i < SMC_NR; ++i) s.counters[i] += c.epoch[parity][i];
   }
-  for (int i = 0; i < SMC_NR; ++i) s.counters[i] -= baseline_[parity][i];
+  for (int i = 0; i < SMC_NR; ++i) s.counters[i] -= book().baseline[parity][i];
   uint32_t handed_out = __atomic_load_n(&skel_->bss->shared.next_elt, __ATOMIC_RELAXED);
   s.pool_size = pool_size();
   s.table_size = table_size();
   s.entries = handed_out < s.pool_size ? handed_out : s.pool_size;
-  s.resets = resets_;
-  s.past_events = past_events_;
+  s.resets = book().resets;
+  s.past_events = book().past_events;
   s.verify_ok = verify_ok_;
   s.verify_mismatch = verify_mismatch_;
   s.stale_records = stale_records_;

@@ -45,6 +45,9 @@ struct SessionConfig {
   uint32_t bits = SMT_DEFAULT_BITS;
   uint32_t ringbuf_bytes = 8u << 20;  // power of two; 16 B per id
   uint32_t verify_every = 0;          // 1 in N events also sends its frames; 0 = off
+  // Pin the table's maps here and take over a compatible table found there
+  // (same ids and counts after a restart). Empty: nothing pinned.
+  std::string pin_dir;
 };
 
 class BpfSession {
@@ -53,6 +56,17 @@ class BpfSession {
   ~BpfSession();
   BpfSession(const BpfSession&) = delete;
   BpfSession& operator=(const BpfSession&) = delete;
+
+  // Attaches to `events` instead of the current ones; the table is kept.
+  void reattach(const std::vector<Tracepoint>& events);
+
+  // True when the table was taken over from pins left by an earlier daemon.
+  bool resumed() const { return resumed_; }
+  // Removes the pins: the maps go away with the last user (call on a clean
+  // stop unless the table is to be kept for the next start).
+  void unpin();
+  // The pin file names under SessionConfig::pin_dir.
+  static const std::vector<std::string>& pin_names();
 
   // Stops new events; what is in flight can still be drained. After detach()
   // and a final drain() the daemon's counts and the table's agree exactly.
@@ -94,10 +108,17 @@ class BpfSession {
   TableStats stats_of(uint32_t parity) const;
   void set_state(uint32_t state);
   void wait_for_reserved_records(const char* phase);
+  void clear_table();
+  void start_fresh();
+  void resume_from_pins();
+  smt_daemon_state& book() const;
   void teardown();
 
   uint32_t bits_;
-  uint32_t hash_seed_;
+  uint32_t hash_seed_ = 0;
+  std::string pin_dir_;
+  bool resumed_ = false;
+  bool discard_records_ = false;  // while draining what a previous daemon left
   stackmapd_bpf* skel_ = nullptr;
   ring_buffer* ring_ = nullptr;
   std::vector<bpf_link*> links_;
@@ -109,9 +130,6 @@ class BpfSession {
   size_t pool_len_ = 0;
   StackStore store_;
   uint32_t epoch_ = 0;
-  uint64_t resets_ = 0;
-  std::array<uint64_t, SMC_NR> baseline_[2] = {};  // counters at the start of the epoch
-  uint64_t past_events_ = 0;
   uint64_t verify_ok_ = 0;
   uint64_t verify_mismatch_ = 0;
   uint64_t stale_records_ = 0;

@@ -40,6 +40,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -81,10 +82,9 @@ Snapshot BpfSession::reset() {
   wait_for_reserved_records("in-flight events");
 
   Snapshot last = snapshot();
-  baseline_[(ended + 1) & 1] = sum_counters((ended + 1) & 1);
-  std::memset(slots_, 0, static_cast<size_t>(table_size()) * sizeof(smt_slot));
-  __atomic_store_n(&skel_->bss->shared.next_elt, 0, __ATOMIC_SEQ_CST);
-  store_.clear();
+  auto next_base = sum_counters((ended + 1) & 1);
+  std::copy(next_base.begin(), next_base.end(), book().baseline[(ended + 1) & 1]);
+  clear_table();
   epoch_ = ended + 1;
   set_state(epoch_ << 1);
   wait_for_reserved_records("events that saw the reset");
@@ -92,9 +92,15 @@ Snapshot BpfSession::reset() {
   TableStats final_stats = stats_of(ended & 1);
   final_stats.entries = last.stats.entries;
   last.stats = final_stats;
-  past_events_ += final_stats.events();
-  ++resets_;
+  book().past_events += final_stats.events();
+  ++book().resets;
   return last;
+}
+
+void BpfSession::clear_table() {
+  std::memset(slots_, 0, static_cast<size_t>(table_size()) * sizeof(smt_slot));
+  __atomic_store_n(&skel_->bss->shared.next_elt, 0, __ATOMIC_SEQ_CST);
+  store_.clear();
 }
 
 }  // namespace stackmapd

@@ -2,10 +2,12 @@
 // Runs the real BPF program on this kernel: root required. These tests fail,
 // never skip, unless STACKMAPD_SKIP_BPF_TESTS=1 says BPF is unavailable here.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 #include <cstring>
 
@@ -184,6 +186,57 @@ TEST_F(BpfSessionTest, ResetUnderLoadNeverExposesOldOrTornStacks) {
               static_cast<unsigned long long>(st.verify_ok + st.verify_mismatch),
               static_cast<unsigned long long>(st.verify_mismatch),
               static_cast<unsigned long long>(reset_drops));
+}
+
+// A daemon that dies leaves its table pinned; the next one continues it.
+TEST_F(BpfSessionTest, PinnedTableSurvivesTheDaemon) {
+  const std::string dir = "/sys/fs/bpf/stackmapd-test-" + std::to_string(getpid());
+  SessionConfig c = kmem_config();
+  c.pin_dir = dir;
+  std::vector<StackRecord> before;
+  uint32_t seed;
+  {
+    BpfSession s(c);
+    EXPECT_FALSE(s.resumed());
+    for (int i = 0; i < 5; ++i) {
+      generate_allocations(2000);
+      s.drain(0);
+    }
+    s.reset();  // epoch and reset count must survive too
+    run_load(s, 5);
+    before = s.store().snapshot();
+    seed = s.hash_seed();
+    ASSERT_FALSE(before.empty());
+  }  // no unpin(): as after kill -9
+  {
+    BpfSession s(c);
+    ASSERT_TRUE(s.resumed());
+    EXPECT_EQ(s.hash_seed(), seed);
+    EXPECT_EQ(s.epoch(), 1u);
+    EXPECT_EQ(s.stats().resets, 1u);
+    auto after = s.store().snapshot();
+    ASSERT_EQ(after.size(), before.size());
+    for (size_t i = 0; i < after.size(); ++i) {
+      EXPECT_EQ(after[i].stack_id, before[i].stack_id);
+      EXPECT_EQ(after[i].ref_count, before[i].ref_count);
+      EXPECT_EQ(after[i].ips, before[i].ips);
+    }
+    run_load(s, 5);
+    TableStats st = s.stats();
+    EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS)) << "counting goes on exactly";
+    EXPECT_GT(st.get(SMC_HITS), before.empty() ? 0 : before[0].ref_count);
+    for (const auto& r : before)  // the same stack keeps its id
+      EXPECT_EQ(s.table_stack(r.stack_id).ips, r.ips);
+  }
+  {
+    SessionConfig other = c;
+    other.bits = SMT_MIN_BITS;  // another layout: start clean, say why
+    BpfSession s(other);
+    EXPECT_FALSE(s.resumed());
+    EXPECT_EQ(s.store().size(), 0u);
+    s.unpin();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 }  // namespace

@@ -47,6 +47,24 @@ struct smt_shared {
 	/* Reset protocol state, written by the daemon only: epoch << 1 | resetting
 	 * (see daemon/table_reset.cpp). */
 	__u32 state;
+	/* jhash2 seed, random per table: kept with the table (not in .rodata) so
+	 * a daemon that takes over pinned maps hashes into the same slots. */
+	__u32 hash_seed;
+	__u32 reserved;
+};
+
+/* Bumped whenever the meaning of a map changes without its size changing: a
+ * daemon finding pinned maps of another version starts clean. */
+#define SMT_LAYOUT_VERSION 1
+
+/* The daemon's bookkeeping, kept in the BPF program's .bss so that it is
+ * pinned with the table and survives a daemon restart. BPF never touches it. */
+struct smt_daemon_state {
+	__u32 layout_version;
+	__u32 bits;
+	__u64 resets;
+	__u64 past_events;	/* hits + drops of the epochs before this one */
+	__u64 baseline[2][8];	/* counters at the start of each parity's epoch */
 };
 
 #define SMT_STATE_RESETTING 1U
@@ -97,6 +115,7 @@ struct smt_verify_record {
 #else
 #define SMT_STATIC_ASSERT _Static_assert
 #endif
+SMT_STATIC_ASSERT(SMC_NR == 8, "smt_daemon_state.baseline holds SMC_NR counters");
 SMT_STATIC_ASSERT(sizeof(struct smt_slot) == 8, "slot layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_elt) == 16 + 8 * SMT_MAX_DEPTH, "elt layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_id_record) == 8, "record layout");
