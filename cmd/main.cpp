@@ -1,19 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
-// stackmapd's command line: tracing (--top, --output) and `decode`.
+// stackmapd's command line: a foreground session (--top, --output), the
+// service (`daemon`), its control client (`ctl`, and --top when a daemon
+// runs), `decode` for FSMB files, and `unpin` for uninstalling.
 #include <bpf/libbpf.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/sinks/systemd_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
+#include "daemon/config.h"
+#include "daemon/control.h"
 #include "daemon/error.h"
 #include "daemon/exports.h"
 #include "daemon/fsmb.h"
 #include "daemon/kallsyms.h"
+#include "daemon/pinning.h"
 #include "daemon/preflight.h"
+#include "daemon/service.h"
 #include "daemon/tracer.h"
 
 namespace {
@@ -23,14 +31,24 @@ using namespace stackmapd;
 bool verbose = false;
 
 int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
-  if (level == LIBBPF_DEBUG && !verbose) return 0;
-  if (level != LIBBPF_WARN && !verbose) return 0;
+  if (!verbose) return 0;
   char buf[1024];
   int n = vsnprintf(buf, sizeof(buf), fmt, args);
   std::string line(buf);
   while (!line.empty() && line.back() == '\n') line.pop_back();
-  spdlog::debug("libbpf: {}", line);
+  spdlog::debug("libbpf{}: {}", level == LIBBPF_WARN ? " warning" : "", line);
   return n;
+}
+
+// To the journal, with priorities, when systemd runs us; else to stderr.
+void setup_logging() {
+  if (std::getenv("JOURNAL_STREAM"))
+    spdlog::set_default_logger(
+        std::make_shared<spdlog::logger>("stackmapd", std::make_shared<spdlog::sinks::systemd_sink_mt>()));
+  else
+    spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));
+  spdlog::set_pattern("stackmapd: %v");
+  libbpf_set_print(libbpf_log);
 }
 
 struct TraceArgs {
@@ -41,6 +59,7 @@ struct TraceArgs {
   std::optional<size_t> top;
   uint32_t verify = 0;
   uint32_t ringbuf_kb = 8192;
+  std::string socket = std::string(kDefaultRuntimeDir) + "/" + kControlSocket;
 };
 
 struct DecodeArgs {
@@ -63,6 +82,13 @@ std::optional<Kallsyms> load_host_symbols() {
 }
 
 int run_trace(const TraceArgs& args) {
+  // `--top N` alone asks the running daemon, like `stackmapd ctl top N`.
+  if (args.top && args.events.empty() && args.output.empty() && !args.duration) {
+    if (auto reply = control_request(args.socket, "top " + std::to_string(*args.top))) {
+      std::cout << *reply;
+      return 0;
+    }
+  }
   TraceOptions opt;
   check_bits(args.bits);
   opt.session.bits = static_cast<uint32_t>(args.bits);
@@ -118,12 +144,21 @@ int run_decode(const DecodeArgs& args) {
   return 0;
 }
 
+int run_ctl(const std::vector<std::string>& words, const std::string& socket) {
+  std::string request;
+  for (const auto& w : words) request += (request.empty() ? "" : " ") + w;
+  auto reply = control_request(socket, request);
+  if (!reply)
+    throw Error("no stackmapd daemon listens on " + socket +
+                ": start it with 'systemctl start stackmapd'");
+  std::cout << *reply;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));
-  spdlog::set_pattern("stackmapd: %v");
-  libbpf_set_print(libbpf_log);
+  setup_logging();
 
   CLI::App app{"stackmapd: kernel stack traces for chosen trace points, each unique stack stored once"};
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
@@ -141,13 +176,15 @@ int main(int argc, char** argv) {
                  "Seconds to trace (default: 5 with --top, else until SIGINT/SIGTERM)");
   app.add_option("--output", trace_args.output,
                  "Write stack_map, stack_map_stat, stack_map_bin and stack_map.json here");
-  app.add_option("--top", trace_args.top, "Print the N most frequent stacks");
+  app.add_option("--top", trace_args.top,
+                 "Print the N most frequent stacks (from the running daemon if there is one)");
   app.add_option("--verify", trace_args.verify,
                  "Also send the captured frames of 1 in N events and check them against the stored "
                  "stack (verify_ok/verify_mismatch in stack_map_stat)");
   app.add_option("--ringbuf-kb", trace_args.ringbuf_kb,
                  "Ring buffer size in KiB, a power of two (16 B per event until drained)")
       ->capture_default_str();
+  app.add_option("--socket", trace_args.socket, "The daemon's control socket")->capture_default_str();
 
   DecodeArgs decode_args;
   CLI::App* decode = app.add_subcommand("decode", "Print an FSMB file (stack_map_bin) from us or the kernel");
@@ -156,6 +193,20 @@ int main(int argc, char** argv) {
   decode->add_option("--top", decode_args.top, "Only the N stacks with the highest ref_count");
   decode->add_option("--kallsyms", decode_args.kallsyms,
                      "Symbolize from this kallsyms file (e.g. saved on the device)");
+
+  // Its options are parsed by daemon/config.cpp, again on every reload.
+  CLI::App* daemon = app.add_subcommand(
+      "daemon", "Run as the service (systemd Type=notify); 'stackmapd daemon --help' for options");
+  daemon->prefix_command();
+  daemon->set_help_flag();  // --help goes to its own parser
+
+  std::vector<std::string> ctl_words;
+  CLI::App* ctl = app.add_subcommand("ctl", "Ask the running daemon: stat, top [N], reset, snapshot, reload");
+  ctl->add_option("request", ctl_words, "stat | top [N] | reset | snapshot | reload")->required();
+
+  std::string pin_dir = kDefaultPinDir;
+  CLI::App* unpin = app.add_subcommand("unpin", "Remove the table a stopped daemon left pinned (for uninstall)");
+  unpin->add_option("--pin-dir", pin_dir, "Where the table is pinned")->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -168,7 +219,17 @@ int main(int argc, char** argv) {
   if (verbose) spdlog::set_level(spdlog::level::debug);
 
   try {
-    return decode->parsed() ? run_decode(decode_args) : run_trace(trace_args);
+    if (decode->parsed()) return run_decode(decode_args);
+    if (ctl->parsed()) return run_ctl(ctl_words, trace_args.socket);
+    if (unpin->parsed()) {
+      remove_pins(pin_dir, BpfSession::pin_names());
+      return 0;
+    }
+    if (daemon->parsed()) {
+      run_service(daemon->remaining());
+      return 0;
+    }
+    return run_trace(trace_args);
   } catch (const Error& e) {
     spdlog::error("{}", e.what());
     return 1;

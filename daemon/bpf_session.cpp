@@ -204,6 +204,8 @@ void BpfSession::teardown() {
 
 int BpfSession::ring_fd() const { return bpf_map__fd(skel_->maps.ids); }
 
+int BpfSession::wakeup_fd() const { return ring_buffer__epoll_fd(ring_); }
+
 const smt_elt* BpfSession::published_elt(uint32_t id) const {
   if (id >= table_size()) return nullptr;
   // Acquire pairs with the BPF side's xchg that published the element.

@@ -90,6 +90,8 @@ class BpfSession {
   uint32_t pool_size() const { return 1u << bits_; }
   // The `ids` ring buffer, for tools that feed the consumer synthetic ids.
   int ring_fd() const;
+  // Readable when the ring buffer has woken its consumer, for poll().
+  int wakeup_fd() const;
 
   // The table's own view of a stack, for checks: its frames and BPF-side
   // ref_count. Empty frames when the slot holds no published element.

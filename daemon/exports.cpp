@@ -168,7 +168,8 @@ void prepare_output_dir(const std::string& dir) {
   unlink(probe.c_str());
 }
 
-void write_file_atomic(const std::string& path, const std::string& content, mode_t mode) {
+void write_file_atomic(const std::string& path, const std::string& content, mode_t mode,
+                       gid_t group) {
   std::string tmp = path + ".tmp-XXXXXX";
   int fd = mkstemp(tmp.data());
   if (fd < 0) throw Error("cannot create a file beside " + path + ": " + std::strerror(errno));
@@ -180,6 +181,7 @@ void write_file_atomic(const std::string& path, const std::string& content, mode
                 ": check free space and permissions");
   };
   if (fchmod(fd, mode) != 0) fail("set the mode of");
+  if (group != kNoGroup && fchown(fd, static_cast<uid_t>(-1), group) != 0) fail("set the group of");
   size_t off = 0;
   while (off < content.size()) {
     ssize_t n = write(fd, content.data() + off, content.size() - off);
@@ -202,13 +204,13 @@ void write_file_atomic(const std::string& path, const std::string& content, mode
   }
 }
 
-void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms* ksyms) {
-  // Raw kernel addresses defeat KASLR: files holding them are not world-readable.
+void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms* ksyms,
+                   gid_t group) {
   constexpr mode_t kPrivate = 0640;
-  write_file_atomic(dir + "/stack_map_bin", fsmb_encode(snap.stacks), kPrivate);
-  write_file_atomic(dir + "/stack_map.json", format_json(snap, ksyms), kPrivate);
-  write_file_atomic(dir + "/stack_map", format_stack_map(snap.stacks, ksyms), kPrivate);
-  write_file_atomic(dir + "/stack_map_stat", format_stat(snap.stats), 0644);
+  write_file_atomic(dir + "/stack_map_bin", fsmb_encode(snap.stacks), kPrivate, group);
+  write_file_atomic(dir + "/stack_map.json", format_json(snap, ksyms), kPrivate, group);
+  write_file_atomic(dir + "/stack_map", format_stack_map(snap.stacks, ksyms), kPrivate, group);
+  write_file_atomic(dir + "/stack_map_stat", format_stat(snap.stats), kPrivate, group);
 }
 
 }  // namespace stackmapd

@@ -36,7 +36,12 @@ std::string format_top(const std::vector<StackRecord>& stacks, size_t n, const K
 
 // Creates `dir` if missing and proves it writable; throws Error naming the fix.
 void prepare_output_dir(const std::string& dir);
-void write_file_atomic(const std::string& path, const std::string& content, mode_t mode);
-void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms* ksyms);
+// `group`: owner group of the new file (kNoGroup keeps the creator's).
+constexpr gid_t kNoGroup = static_cast<gid_t>(-1);
+void write_file_atomic(const std::string& path, const std::string& content, mode_t mode,
+                       gid_t group = kNoGroup);
+// All four exports, mode 0640: raw kernel addresses defeat KASLR.
+void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms* ksyms,
+                   gid_t group = kNoGroup);
 
 }  // namespace stackmapd
