@@ -166,29 +166,34 @@ std::string Service::reset() {
 // table; a new table size or ring buffer needs a new session, which takes
 // over the pinned table where its layout still fits.
 std::string Service::reload() {
-  sd_notify(0, "RELOADING=1");
-  DaemonConfig next = parse_daemon_args(args_);
+  DaemonConfig next = parse_daemon_args(args_);  // a bad file changes nothing
   if (next.export_dir != config_.export_dir)
     spdlog::warn("export-dir changes only on restart: keeping {}", config_.export_dir);
   next.export_dir = config_.export_dir;
-  bool same_table = next.bits == config_.bits && next.ringbuf_kb == config_.ringbuf_kb &&
-                    next.verify == config_.verify && next.pin_dir == config_.pin_dir;
   SessionConfig sc = next.session();
   check_tracepoints(sc.events, find_tracefs_events());
+  const bool same_table = next.bits == config_.bits && next.ringbuf_kb == config_.ringbuf_kb &&
+                          next.verify == config_.verify && next.pin_dir == config_.pin_dir;
+
+  sd_notify(0, "RELOADING=1");
   std::string how;
-  if (same_table) {
-    session_->reattach(sc.events);
-    how = "table kept";
-  } else {
-    std::string old_pins = config_.pin_dir;
+  try {
+    if (same_table) {
+      session_->reattach(sc.events);
+      how = "table kept";
+    } else {
+      if (next.pin_dir != config_.pin_dir) session_->unpin();
+      config_ = next;
+      open_session();
+      how = session_->resumed() ? "new session on the pinned table" : "new table";
+    }
     config_ = next;
-    if (old_pins != next.pin_dir && !old_pins.empty()) session_->unpin();
-    open_session();
-    how = session_->resumed() ? "new session on the pinned table" : "new table";
+    load_symbols();
+    export_now();
+  } catch (...) {
+    sd_notify(0, "READY=1");
+    throw;
   }
-  config_ = next;
-  load_symbols();
-  export_now();
   sd_notify(0, "READY=1");
   std::string events;
   for (const auto& e : config_.events) events += (events.empty() ? "" : ", ") + e;
@@ -215,7 +220,11 @@ void Service::handle(const ControlServer::Request& req) {
       export_now();
       ControlServer::reply(req.client, true, "exports written to " + config_.export_dir + "\n");
     } else if (line == "reload") {
-      ControlServer::reply(req.client, true, reload());
+      try {
+        ControlServer::reply(req.client, true, reload());
+      } catch (const Error& e) {
+        throw Error(std::string("reload failed, keeping the running configuration: ") + e.what());
+      }
     } else {
       ControlServer::reply(req.client, false,
                            "unknown request '" + line + "': use stat, top N, reset, snapshot or reload");
@@ -283,7 +292,6 @@ void Service::run() {
             reload();
           } catch (const Error& e) {
             spdlog::error("reload failed, keeping the running configuration: {}", e.what());
-            sd_notify(0, "READY=1");
           }
         } else if (*sig == SIGUSR1) {
           reset();

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -117,5 +118,16 @@ class TracefsSession {
   bool attached_ = false;
   TracePipeParser pipe_;
 };
+
+// True when tracefs is mounted and the kernel has the stackmap series
+// (options/stackmap), for `--backend auto`.
+bool tracefs_stackmap_available();
+
+// A foreground session on the tracefs path, the counterpart of trace() on
+// the BPF path (daemon/tracer.h): traces `events` until `duration_s` passes
+// or SIGINT/SIGTERM arrives, draining every `drain_interval_ms`, then stops
+// the events, drains what is left and returns the final Snapshot.
+Snapshot trace_tracefs(const std::vector<Tracepoint>& events, std::optional<double> duration_s,
+                       int drain_interval_ms = 100);
 
 }  // namespace stackmapd

@@ -20,8 +20,8 @@
 # Options:
 #   --no-deps         do not run apt-get
 #   --only min|debug  build and boot one variant
-#   --stackmapd PATH  static stackmapd to test in the guest (default: build
-#                     one with -DSTACKMAPD_STATIC=ON when the project supports it)
+#   --stackmapd PATH  static program to run in the guest as the tracefs backend
+#                     check (default: build tests/kernel/tracefs_check.cpp)
 #   --no-stackmapd    skip the daemon's tracefs backend
 set -euo pipefail
 
@@ -59,7 +59,8 @@ mkdir -p "$WORK/logs"
 
 # --- 1. packages ---
 PKGS="linux-source-6.12 qemu-system-x86 busybox-static build-essential bc flex bison
-      libssl-dev libelf-dev dwarves cpio ccache xz-utils gzip patch python3 kmod"
+      libssl-dev libelf-dev dwarves cpio ccache xz-utils gzip patch python3 kmod
+      libspdlog-dev libfmt-dev nlohmann-json3-dev"
 if [ $deps = 1 ]; then
 	missing=""
 	for p in $PKGS; do
@@ -110,8 +111,13 @@ build_kernel() { # variant fragments...
 	# merge_config only warns: check that every wanted symbol really is set.
 	local bad=0 line
 	while read -r line; do
-		case "$line" in CONFIG_*=*) ;; *) continue ;; esac
-		grep -qx "$line" "$o/.config" || { log "$v: $line is not set"; bad=1; }
+		case "$line" in
+		CONFIG_*=*)
+			grep -qx "$line" "$o/.config" || { log "$v: $line is not set"; bad=1; } ;;
+		"# CONFIG_"*" is not set")
+			line=${line#\# }; line=${line%% *}
+			! grep -q "^$line=" "$o/.config" || { log "$v: $line is set"; bad=1; } ;;
+		esac
 	done < <(cat "$@")
 	[ $bad = 0 ] || die "$v config lacks wanted symbols (see above)"
 	log "building $v kernel in $o"
@@ -131,14 +137,15 @@ for v in $variants; do
 done
 
 # --- the daemon, static, for the guest ---
-if [ $want_stackmapd = 1 ] && [ -z "$stackmapd_bin" ] &&
-   grep -q STACKMAPD_STATIC "$ROOT/CMakeLists.txt"; then
-	log "building a static stackmapd"
-	if "$KDIR/build-static.sh" "$ROOT" "$ROOT/build-static" > "$WORK/logs/stackmapd.log" 2>&1; then
-		stackmapd_bin=$ROOT/build-static/stackmapd-tracefs-check
+# The tracefs backend (daemon/tracefs_session.cpp) with the exporters, in a
+# static check program (tests/kernel/tracefs_check.cpp) run in the guest.
+if [ $want_stackmapd = 1 ] && [ -z "$stackmapd_bin" ]; then
+	log "building the static tracefs backend check"
+	if "$KDIR/build-static.sh" "$ROOT" "$WORK/stackmapd" > "$WORK/logs/stackmapd.log" 2>&1; then
+		stackmapd_bin=$WORK/stackmapd/stackmapd-tracefs-check
 	else
 		tail -20 "$WORK/logs/stackmapd.log"
-		die "static stackmapd build failed"
+		die "static build of the tracefs backend check failed"
 	fi
 fi
 
@@ -166,7 +173,7 @@ boot() { # variant mode extra-cmdline
 	local v=$1 mode=$2 extra=$3
 	local logf=$WORK/logs/guest-$v-$mode.log t=$(now) rc=0
 	log "booting $v kernel (ktest_mode=$mode $extra)"
-	timeout "$QEMU_TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 1G \
+	timeout "$QEMU_TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2,sockets=2 -m 1G \
 		-nographic -no-reboot -kernel "$WORK/build-$v/arch/x86/boot/bzImage" \
 		-initrd "$INITRD" \
 		-append "console=ttyS0 panic=-1 oops=panic loglevel=4 ktest_mode=$mode $extra" \
@@ -194,9 +201,9 @@ for logf in "$WORK"/logs/guest-*.log; do
 	case " $variants " in *" $(echo "$name" | cut -d- -f2) "*) ;; *) continue ;; esac
 	echo "== $name"
 	grep -E '^KTEST(-FIGURE)?: ' "$logf" | tr -d '\r' | sed 's/^/   /' || true
-	if grep -qE 'Kernel panic|BUG: |KASAN: |WARNING: |possible circular locking|inconsistent lock state' "$logf"; then
+	if grep -qE 'Kernel panic|BUG: |KASAN: |WARNING: |Call Trace:|general protection|DEBUG_LOCKS_WARN' "$logf"; then
 		echo "   kernel problem in the serial log:"
-		grep -E -A3 'Kernel panic|BUG: |KASAN: |WARNING: |possible circular locking|inconsistent lock state' "$logf" | head -40 | sed 's/^/   | /'
+		grep -E -A3 'Kernel panic|BUG: |KASAN: |WARNING: |Call Trace:|general protection|DEBUG_LOCKS_WARN' "$logf" | head -40 | sed 's/^/   | /'
 		fail=1
 	fi
 	if grep -q '^KTEST: .* FAIL' "$logf"; then
