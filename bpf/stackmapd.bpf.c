@@ -46,8 +46,8 @@ struct {
 } counters SEC(".maps");
 
 /* 512 bytes of frames do not fit beside the rest on the 512-byte BPF stack.
- * Tracepoint programs never nest on one CPU (the kernel's bpf_prog_active
- * guard), so one buffer per CPU is enough. */
+ * One buffer per CPU and nesting level: an fentry program may run inside a
+ * tracepoint program's event, and a sampling one inside either. */
 struct stack_buf {
 	__u64 ips[SMT_MAX_DEPTH];
 	__u32 verify_countdown;
@@ -57,8 +57,15 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
 	__type(value, struct stack_buf);
-	__uint(max_entries, 1);
+	__uint(max_entries, SMT_MAX_NEST);
 } scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 1);
+} nesting SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -72,6 +79,13 @@ const volatile __u32 table_bits = SMT_DEFAULT_BITS;
 const volatile __u64 wakeup_bytes = 1 << 20;
 /* --verify N: 1 in N events also sends its captured frames; 0 = off. */
 const volatile __u32 verify_every;
+/* --trace: send struct smt_trace_record instead of struct smt_id_record. */
+const volatile __u32 trace_records;
+/* --pid / --cpu: events of other processes or CPUs are not looked at. */
+const volatile __u32 filter_tgid;
+const volatile __u32 filter_cpu = SMT_ANY_CPU;
+/* The source index of this object's fentry program (one object per function). */
+const volatile __u32 fentry_source;
 
 struct smt_shared shared;
 struct smt_daemon_state daemon_state;
@@ -137,27 +151,39 @@ static __always_inline int submit_verify(struct stack_buf *buf, struct smt_probe
 	return 1;
 }
 
-static __always_inline int record_stack(void *ctx)
+static __always_inline void fill_trace(struct smt_trace_record *t, struct smt_probe *p,
+				       __u32 epoch, __u32 source)
 {
-	struct smt_cpu_counters *cpu;
-	struct smt_id_record *rec;
-	struct stack_buf *buf;
+	__u64 id = bpf_get_current_pid_tgid();
+
+	t->stack_id = p->idx;
+	t->epoch = epoch;
+	t->ts_ns = bpf_ktime_get_ns();
+	t->tgid = id >> 32;
+	t->tid = (__u32)id;
+	t->cpu = bpf_get_smp_processor_id();
+	t->source = source;
+	t->reserved = 0;
+	bpf_get_current_comm(t->comm, sizeof(t->comm));
+}
+
+static __always_inline int record_in(void *ctx, struct stack_buf *buf, __u32 source,
+				     struct smt_cpu_counters *cpu)
+{
 	struct smt_probe p;
-	__u32 zero = 0, state;
+	__u32 state, epoch;
 	__u64 flags, *cnt;
+	void *rec;
 	long len;
 
-	cpu = bpf_map_lookup_elem(&counters, &zero);
-	buf = bpf_map_lookup_elem(&scratch, &zero);
-	if (!cpu || !buf)
-		return 0;
-
-	rec = bpf_ringbuf_reserve(&ids, sizeof(*rec), 0);
+	rec = bpf_ringbuf_reserve(&ids, trace_records ? sizeof(struct smt_trace_record) :
+							  sizeof(struct smt_id_record), 0);
 	/* Fully ordered: the reservation above is visible before the state
 	 * is read below (a plain load may pass a store otherwise, even on x86). */
 	__sync_fetch_and_add(&cpu->events, 1);
 	state = *(volatile __u32 *)&shared.state;
-	cnt = cpu->epoch[SMT_STATE_EPOCH(state) & 1];
+	epoch = SMT_STATE_EPOCH(state);
+	cnt = cpu->epoch[epoch & 1];
 	if (!rec) {
 		count(cnt, SMC_DROP_RINGBUF_FULL);
 		return 0;
@@ -170,7 +196,7 @@ static __always_inline int record_stack(void *ctx)
 	len = bpf_get_stack(ctx, buf->ips, sizeof(buf->ips), 0);
 	if (len < (long)sizeof(__u64)) {
 		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
-		count(cnt, SMC_DROP_STACK_ERROR);
+		count(cnt, len == 0 ? SMC_DROP_NO_KERNEL_STACK : SMC_DROP_STACK_ERROR);
 		return 0;
 	}
 
@@ -186,11 +212,14 @@ static __always_inline int record_stack(void *ctx)
 
 	flags = bpf_ringbuf_query(&ids, BPF_RB_AVAIL_DATA) >= wakeup_bytes ?
 		BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-	if (submit_verify(buf, &p, SMT_STATE_EPOCH(state), flags)) {
+	if (trace_records) {
+		fill_trace(rec, &p, epoch, source);
+		bpf_ringbuf_submit(rec, flags);
+	} else if (submit_verify(buf, &p, epoch, flags)) {
 		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
 	} else {
-		rec->stack_id = p.idx;
-		rec->epoch = SMT_STATE_EPOCH(state);
+		((struct smt_id_record *)rec)->stack_id = p.idx;
+		((struct smt_id_record *)rec)->epoch = epoch;
 		bpf_ringbuf_submit(rec, flags);
 	}
 	count(cnt, SMC_HITS);
@@ -199,10 +228,53 @@ static __always_inline int record_stack(void *ctx)
 	return 0;
 }
 
+static __always_inline int record_stack(void *ctx, __u32 source)
+{
+	struct smt_cpu_counters *cpu;
+	struct stack_buf *buf;
+	__u32 zero = 0, level, *depth;
+	int ret;
+
+	if (filter_tgid && bpf_get_current_pid_tgid() >> 32 != filter_tgid)
+		return 0;
+	if (filter_cpu != SMT_ANY_CPU && bpf_get_smp_processor_id() != filter_cpu)
+		return 0;
+	cpu = bpf_map_lookup_elem(&counters, &zero);
+	depth = bpf_map_lookup_elem(&nesting, &zero);
+	if (!cpu || !depth)
+		return 0;
+	/* Plain increments are enough: whatever interrupts us on this CPU
+	 * restores the depth before we resume. */
+	level = (*depth)++;
+	buf = bpf_map_lookup_elem(&scratch, &level);
+	if (buf) {
+		ret = record_in(ctx, buf, source, cpu);
+	} else {
+		__sync_fetch_and_add(&cpu->events, 1);
+		count(cpu->epoch[SMT_STATE_EPOCH(shared.state) & 1], SMC_DROP_NESTED);
+		ret = 0;
+	}
+	(*depth)--;
+	return ret;
+}
+
 SEC("tracepoint")
 int stackmapd_tracepoint(void *ctx)
 {
-	return record_stack(ctx);
+	return record_stack(ctx, bpf_get_attach_cookie(ctx));
+}
+
+SEC("perf_event")
+int stackmapd_profile(void *ctx)
+{
+	return record_stack(ctx, bpf_get_attach_cookie(ctx));
+}
+
+/* Its target is set before load; the daemon loads one copy per function. */
+SEC("fentry")
+int stackmapd_fentry(__u64 *ctx)
+{
+	return record_stack(ctx, fentry_source);
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -53,6 +53,11 @@ void setup_logging() {
 
 struct TraceArgs {
   std::vector<std::string> events;
+  std::vector<std::string> functions;
+  uint32_t profile_hz = 0;
+  uint32_t pid = 0;
+  std::optional<uint32_t> cpu;
+  std::string trace;
   long bits = SMT_DEFAULT_BITS;
   std::optional<double> duration;
   std::string output;
@@ -83,7 +88,8 @@ std::optional<Kallsyms> load_host_symbols() {
 
 int run_trace(const TraceArgs& args) {
   // `--top N` alone asks the running daemon, like `stackmapd ctl top N`.
-  if (args.top && args.events.empty() && args.output.empty() && !args.duration) {
+  if (args.top && args.events.empty() && args.functions.empty() && !args.profile_hz &&
+      args.output.empty() && !args.duration && args.trace.empty()) {
     if (auto reply = control_request(args.socket, "top " + std::to_string(*args.top))) {
       std::cout << *reply;
       return 0;
@@ -93,7 +99,18 @@ int run_trace(const TraceArgs& args) {
   check_bits(args.bits);
   opt.session.bits = static_cast<uint32_t>(args.bits);
   for (const auto& e : args.events) opt.session.events.push_back(Tracepoint::parse(e));
-  if (opt.session.events.empty()) opt.session.events.push_back({"kmem", "kmem_cache_alloc"});
+  opt.function_patterns = args.functions;
+  opt.session.profile_hz = args.profile_hz;
+  if (opt.session.events.empty() && args.functions.empty() && !args.profile_hz)
+    opt.session.events.push_back({"kmem", "kmem_cache_alloc"});
+  opt.session.filter_pid = args.pid;
+  if (args.cpu) {
+    if (*args.cpu >= static_cast<uint32_t>(libbpf_num_possible_cpus()))
+      throw Error("--cpu " + std::to_string(*args.cpu) + " does not exist: this machine has CPUs 0.." +
+                  std::to_string(libbpf_num_possible_cpus() - 1));
+    opt.session.filter_cpu = *args.cpu;
+  }
+  opt.trace_path = args.trace;
   if (args.duration && *args.duration <= 0)
     throw Error("--duration must be more than 0 seconds");
   opt.duration_s = args.duration;
@@ -170,6 +187,16 @@ int main(int argc, char** argv) {
   TraceArgs trace_args;
   app.add_option("-e,--event", trace_args.events,
                  "Tracepoint CATEGORY:NAME to record stacks on (repeatable; default kmem:kmem_cache_alloc)");
+  app.add_option("-f,--function", trace_args.functions,
+                 "Kernel function to record stacks on through fentry (repeatable, globs like 'vfs_*')");
+  app.add_option("--profile", trace_args.profile_hz,
+                 "Sample kernel stacks on every online CPU at HZ (like perf record -g -F HZ)")
+      ->check(CLI::Range(1u, 100000u));
+  app.add_option("--pid", trace_args.pid, "Only events of this process (all its threads)")
+      ->check(CLI::Range(1u, 4194304u));
+  app.add_option("--cpu", trace_args.cpu, "Only events on this CPU");
+  app.add_option("--trace", trace_args.trace,
+                 "Write every event as an ftrace-style line with its <stack_id N> to FILE ('-': stdout)");
   app.add_option("--bits", trace_args.bits, "Table size: 2^bits unique stacks, 10..20")
       ->capture_default_str();
   app.add_option("--duration", trace_args.duration,

@@ -4,7 +4,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
+#include <linux/perf_event.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -36,6 +38,19 @@ void* map_memory(int fd, size_t len, int prot, off_t offset, const std::string& 
   return p;
 }
 
+void configure_rodata(stackmapd_bpf* skel, const SessionConfig& c) {
+  skel->rodata->table_bits = c.bits;
+  skel->rodata->wakeup_bytes = c.ringbuf_bytes / 4;
+  skel->rodata->verify_every = c.verify_every;
+  skel->rodata->trace_records = c.trace;
+  skel->rodata->filter_tgid = c.filter_pid;
+  skel->rodata->filter_cpu = c.filter_cpu;
+}
+
+int perf_event_open(perf_event_attr* attr, pid_t pid, int cpu) {
+  return static_cast<int>(syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+}
+
 void* map_array(bpf_map* map, size_t* len, int prot) {
   long page = sysconf(_SC_PAGESIZE);
   size_t bytes = static_cast<size_t>(bpf_map__value_size(map)) * bpf_map__max_entries(map);
@@ -59,9 +74,12 @@ BpfSession::BpfSession(const SessionConfig& config)
   skel_ = stackmapd_bpf__open();
   if (!skel_) throw Error("cannot open the BPF object: " + errno_text(errno));
 
-  skel_->rodata->table_bits = bits_;
-  skel_->rodata->wakeup_bytes = config.ringbuf_bytes / 4;
-  skel_->rodata->verify_every = config.verify_every;
+  if (config.trace && config.verify_every)
+    throw Error("--trace and --verify cannot be combined: a verify sample replaces the event's "
+                "trace record; use one at a time");
+  configure_rodata(skel_, config);
+  bpf_program__set_autoload(skel_->progs.stackmapd_profile, config.profile_hz > 0);
+  bpf_program__set_autoload(skel_->progs.stackmapd_fentry, false);
   bpf_map__set_max_entries(skel_->maps.slots, table_size());
   bpf_map__set_max_entries(skel_->maps.pool, pool_size());
   bpf_map__set_max_entries(skel_->maps.ids, config.ringbuf_bytes);
@@ -111,6 +129,8 @@ BpfSession::BpfSession(const SessionConfig& config)
     else
       start_fresh();
     reattach(config.events);
+    attach_functions(config);
+    if (config.profile_hz) attach_profile(config.profile_hz, config.filter_cpu);
   } catch (...) {
     teardown();
     throw;
@@ -163,15 +183,97 @@ void BpfSession::resume_from_pins() {
 }
 
 void BpfSession::reattach(const std::vector<Tracepoint>& events) {
-  detach();
+  for (bpf_link* link : tracepoint_links_) bpf_link__destroy(link);
+  tracepoint_links_.clear();
+  sources_.clear();
   for (const auto& tp : events) {
-    bpf_link* link = bpf_program__attach_tracepoint(skel_->progs.stackmapd_tracepoint,
-                                                    tp.category.c_str(), tp.name.c_str());
+    // The cookie tells the shared program which tracepoint fired.
+    LIBBPF_OPTS(bpf_tracepoint_opts, opts, .bpf_cookie = sources_.size());
+    bpf_link* link = bpf_program__attach_tracepoint_opts(
+        skel_->progs.stackmapd_tracepoint, tp.category.c_str(), tp.name.c_str(), &opts);
     if (!link)
       throw Error("cannot attach to tracepoint " + tp.str() + ": " + errno_text(errno) +
                   ": check that it is listed in /sys/kernel/tracing/available_events");
+    tracepoint_links_.push_back(link);
+    sources_.push_back(tp.str());
+  }
+}
+
+// fentry has no multi-attach on this kernel: each function gets its own copy
+// of the object, sharing every map of the main one.
+void BpfSession::attach_functions(const SessionConfig& config) {
+  if (config.functions.empty()) return;
+  if (libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_TRACING, nullptr) != 1)
+    throw Error("-f needs BPF tracing programs (fentry), which this kernel refuses to load "
+                "(bpftool feature probe: program_type tracing is NOT available): use -e "
+                "tracepoints or --profile here");
+  size_t skipped = 0;
+  std::string first_error;
+  for (const auto& fn : config.functions) {
+    stackmapd_bpf* obj = stackmapd_bpf__open();
+    if (!obj) throw Error("cannot open the BPF object: " + errno_text(errno));
+    configure_rodata(obj, config);
+    obj->rodata->fentry_source = static_cast<uint32_t>(sources_.size());
+    bpf_program__set_autoload(obj->progs.stackmapd_tracepoint, false);
+    bpf_program__set_autoload(obj->progs.stackmapd_profile, false);
+    bpf_program__set_attach_target(obj->progs.stackmapd_fentry, 0, fn.name.c_str());
+    const std::pair<bpf_map*, bpf_map*> shared_maps[] = {
+        {obj->maps.slots, skel_->maps.slots},       {obj->maps.pool, skel_->maps.pool},
+        {obj->maps.counters, skel_->maps.counters}, {obj->maps.scratch, skel_->maps.scratch},
+        {obj->maps.nesting, skel_->maps.nesting},   {obj->maps.ids, skel_->maps.ids},
+        {obj->maps.bss, skel_->maps.bss}};
+    int err = 0;
+    for (const auto& [mine, main] : shared_maps)
+      if (!err) err = bpf_map__reuse_fd(mine, bpf_map__fd(main));
+    bpf_link* link = nullptr;
+    if (!err) err = stackmapd_bpf__load(obj);
+    if (!err) {
+      link = bpf_program__attach_trace(obj->progs.stackmapd_fentry);
+      if (!link) err = -errno;
+    }
+    if (err) {
+      stackmapd_bpf__destroy(obj);
+      std::string why = "cannot trace function " + fn.name + " with fentry (" + errno_text(err) +
+                        "): it must be in the kernel's BTF and not marked notrace";
+      if (fn.required) throw Error(why);
+      if (skipped++ == 0) first_error = why;
+      continue;
+    }
+    fentry_objs_.push_back(obj);
+    links_.push_back(link);
+    sources_.push_back(fn.name);
+  }
+  if (skipped)
+    spdlog::warn("skipped {} of {} functions matched by -f globs, e.g.: {}", skipped,
+                 config.functions.size(), first_error);
+}
+
+void BpfSession::attach_profile(uint32_t hz, uint32_t filter_cpu) {
+  perf_event_attr attr = {};
+  attr.size = sizeof(attr);
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_CPU_CLOCK;
+  attr.freq = 1;
+  attr.sample_freq = hz;
+  const uint64_t source = sources_.size();
+  for (int cpu : online_cpus()) {
+    if (filter_cpu != SMT_ANY_CPU && static_cast<uint32_t>(cpu) != filter_cpu) continue;
+    int fd = perf_event_open(&attr, -1, cpu);
+    if (fd < 0)
+      throw Error("cannot sample CPU " + std::to_string(cpu) + " at " + std::to_string(hz) +
+                  " Hz: " + errno_text(errno) +
+                  (errno == EINVAL ? ": above kernel.perf_event_max_sample_rate?" : ""));
+    LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = source);
+    bpf_link* link = bpf_program__attach_perf_event_opts(skel_->progs.stackmapd_profile, fd, &opts);
+    if (!link) {
+      int err = errno;
+      close(fd);
+      throw Error("cannot attach the sampling program to CPU " + std::to_string(cpu) + ": " +
+                  errno_text(err));
+    }
     links_.push_back(link);
   }
+  sources_.push_back("profile");
 }
 
 void BpfSession::unpin() {
@@ -181,7 +283,9 @@ void BpfSession::unpin() {
 BpfSession::~BpfSession() { teardown(); }
 
 void BpfSession::detach() {
+  for (bpf_link* link : tracepoint_links_) bpf_link__destroy(link);
   for (bpf_link* link : links_) bpf_link__destroy(link);
+  tracepoint_links_.clear();
   links_.clear();
 }
 
@@ -198,6 +302,8 @@ void BpfSession::teardown() {
   ring_consumer_ = ring_producer_ = nullptr;
   slots_ = nullptr;
   pool_ = nullptr;
+  for (stackmapd_bpf* obj : fentry_objs_) stackmapd_bpf__destroy(obj);
+  fentry_objs_.clear();
   if (skel_) stackmapd_bpf__destroy(skel_);
   skel_ = nullptr;
 }
@@ -250,6 +356,11 @@ int BpfSession::on_record(void* ctx, void* data, size_t size) {
     smt_id_record r;
     std::memcpy(&r, data, sizeof(r));
     self->count_id(r.stack_id, r.epoch);
+  } else if (size == sizeof(smt_trace_record)) {
+    smt_trace_record t;
+    std::memcpy(&t, data, sizeof(t));
+    self->count_id(t.stack_id, t.epoch);
+    if (t.epoch == self->epoch_ && self->trace_sink_) self->trace_sink_(t);
   } else if (size == sizeof(smt_verify_record)) {
     smt_verify_record v;
     std::memcpy(&v, data, sizeof(v));

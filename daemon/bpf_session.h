@@ -16,11 +16,13 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "daemon/exports.h"
+#include "daemon/sources.h"
 #include "daemon/stack_store.h"
 #include "daemon/table_stats.h"
 #include "stackmapd/abi.h"
@@ -42,6 +44,11 @@ struct Tracepoint {
 
 struct SessionConfig {
   std::vector<Tracepoint> events;
+  std::vector<FunctionTarget> functions;  // fentry, one program per function
+  uint32_t profile_hz = 0;                // CPU sampling on every online CPU; 0 = off
+  bool trace = false;                     // richer records for the per-event trace
+  uint32_t filter_pid = 0;                // only this process (tgid); 0 = all
+  uint32_t filter_cpu = SMT_ANY_CPU;
   uint32_t bits = SMT_DEFAULT_BITS;
   uint32_t ringbuf_bytes = 8u << 20;  // power of two; 16 B per id
   uint32_t verify_every = 0;          // 1 in N events also sends its frames; 0 = off
@@ -57,8 +64,16 @@ class BpfSession {
   BpfSession(const BpfSession&) = delete;
   BpfSession& operator=(const BpfSession&) = delete;
 
-  // Attaches to `events` instead of the current ones; the table is kept.
+  // Attaches to `events` instead of the current tracepoints; the table is kept.
   void reattach(const std::vector<Tracepoint>& events);
+
+  // The session's event sources by index (smt_trace_record.source): its
+  // tracepoints, then its functions, then "profile".
+  const std::vector<std::string>& sources() const { return sources_; }
+  // Receives every --trace record of the current epoch, in ring order.
+  void set_trace_sink(std::function<void(const smt_trace_record&)> sink) {
+    trace_sink_ = std::move(sink);
+  }
 
   // True when the table was taken over from pins left by an earlier daemon.
   bool resumed() const { return resumed_; }
@@ -111,6 +126,8 @@ class BpfSession {
   void set_state(uint32_t state);
   void wait_for_reserved_records(const char* phase);
   void clear_table();
+  void attach_functions(const SessionConfig& config);
+  void attach_profile(uint32_t hz, uint32_t filter_cpu);
   void start_fresh();
   void resume_from_pins();
   smt_daemon_state& book() const;
@@ -123,7 +140,11 @@ class BpfSession {
   bool discard_records_ = false;  // while draining what a previous daemon left
   stackmapd_bpf* skel_ = nullptr;
   ring_buffer* ring_ = nullptr;
-  std::vector<bpf_link*> links_;
+  std::vector<bpf_link*> tracepoint_links_;
+  std::vector<bpf_link*> links_;            // functions and sampling
+  std::vector<stackmapd_bpf*> fentry_objs_;  // one loaded copy per function
+  std::vector<std::string> sources_;
+  std::function<void(const smt_trace_record&)> trace_sink_;
   smt_slot* slots_ = nullptr;        // mmap of the `slots` map (written only by reset)
   const smt_elt* pool_ = nullptr;    // read-only mmap of the `pool` map
   const void* ring_consumer_ = nullptr;  // the ring's consumer and producer pages

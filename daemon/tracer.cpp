@@ -6,8 +6,11 @@
 #include <array>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <optional>
 
 #include "daemon/preflight.h"
+#include "daemon/trace_writer.h"
 
 namespace stackmapd {
 
@@ -72,15 +75,31 @@ class HealthWatch {
 
 }  // namespace
 
-Snapshot trace(const TraceOptions& options) {
+Snapshot trace(TraceOptions options) {
   check_privileges();
   check_btf();
-  check_tracepoints(options.session.events, find_tracefs_events());
+  const std::string events_dir = find_tracefs_events();
+  check_tracepoints(options.session.events, events_dir);
+  options.session.functions = resolve_functions(
+      options.function_patterns, std::filesystem::path(events_dir).parent_path().string());
+  options.session.trace = !options.trace_path.empty();
+  std::optional<TraceWriter> writer;
+  if (options.session.trace) writer.emplace(options.trace_path);
 
   SessionSignals signals;
   BpfSession session(options.session);
+  if (writer) {
+    writer->set_sources(session.sources());
+    session.set_trace_sink([&](const smt_trace_record& r) { writer->write(r); });
+  }
   std::string names;
-  for (const auto& tp : options.session.events) names += (names.empty() ? "" : ", ") + tp.str();
+  for (const auto& source : session.sources()) {
+    if (names.size() > 200) {
+      names += ", ...";
+      break;
+    }
+    names += (names.empty() ? "" : ", ") + source;
+  }
   if (options.duration_s)
     spdlog::info("tracing {} for {} s (Ctrl-C stops early, SIGUSR1 resets)", names,
                  *options.duration_s);
@@ -109,6 +128,11 @@ Snapshot trace(const TraceOptions& options) {
   // Detach before the last drain so that the exports are one consistent cut.
   session.detach();
   session.drain(0);
+  if (writer) {
+    writer->finish();
+    spdlog::info("trace: {} events written to {}", writer->lines(),
+                 options.trace_path == "-" ? "stdout" : options.trace_path);
+  }
   return session.snapshot();
 }
 

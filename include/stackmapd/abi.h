@@ -53,23 +53,6 @@ struct smt_shared {
 	__u32 reserved;
 };
 
-/* Bumped whenever the meaning of a map changes without its size changing: a
- * daemon finding pinned maps of another version starts clean. */
-#define SMT_LAYOUT_VERSION 1
-
-/* The daemon's bookkeeping, kept in the BPF program's .bss so that it is
- * pinned with the table and survives a daemon restart. BPF never touches it. */
-struct smt_daemon_state {
-	__u32 layout_version;
-	__u32 bits;
-	__u64 resets;
-	__u64 past_events;	/* hits + drops of the epochs before this one */
-	__u64 baseline[2][8];	/* counters at the start of each parity's epoch */
-};
-
-#define SMT_STATE_RESETTING 1U
-#define SMT_STATE_EPOCH(state) ((state) >> 1)
-
 /* Outcome counters, kept per CPU and per epoch parity. Every event ends in
  * SMC_HITS or exactly one SMC_DROP_* counter of the epoch it read. */
 enum smt_counter {
@@ -78,14 +61,34 @@ enum smt_counter {
 	SMC_DROP_POOL_FULL,	/* new stack, element pool exhausted */
 	SMC_DROP_PROBE_LIMIT,	/* SMT_MAX_PROBES slots visited without a match */
 	SMC_DROP_BUSY,		/* matching slot still being written by another CPU */
-	SMC_DROP_STACK_ERROR,	/* bpf_get_stack() failed or returned no frames */
+	SMC_DROP_STACK_ERROR,	/* bpf_get_stack() failed */
+	SMC_DROP_NO_KERNEL_STACK, /* no kernel frames: a sample taken in user space */
 	SMC_DROP_RINGBUF_FULL,	/* no room for the id record: consumer too slow */
 	SMC_DROP_RESETTING,	/* arrived while the table was being reset */
+	SMC_DROP_NESTED,	/* programs nested deeper than SMT_MAX_NEST on one CPU */
 	SMC_NR,
 };
 
 #define SMC_FIRST_DROP SMC_DROP_POOL_FULL
-#define SMC_LAST_DROP SMC_DROP_RESETTING
+#define SMC_LAST_DROP SMC_DROP_NESTED
+
+/* Bumped whenever the meaning of a map changes without its size changing: a
+ * daemon finding pinned maps of another version starts clean. */
+#define SMT_LAYOUT_VERSION 2
+
+/* The daemon's bookkeeping, kept in the BPF program's .bss so that it is
+ * pinned with the table and survives a daemon restart. BPF never touches it. */
+struct smt_daemon_state {
+	__u32 layout_version;
+	__u32 bits;
+	__u64 resets;
+	__u64 past_events;	/* hits + drops of the epochs before this one */
+	__u64 baseline[2][SMC_NR];	/* counters at the start of each parity's epoch */
+};
+
+#define SMT_STATE_RESETTING 1U
+#define SMT_STATE_EPOCH(state) ((state) >> 1)
+
 
 struct smt_cpu_counters {
 	/* Every event of every epoch, counted first and atomically: that
@@ -101,6 +104,25 @@ struct smt_id_record {
 	__u32 epoch;
 };
 
+/* --trace: the id with what ftrace prints for an event (48 + 8 bytes). */
+struct smt_trace_record {
+	__u32 stack_id;
+	__u32 epoch;
+	__u64 ts_ns;		/* CLOCK_MONOTONIC */
+	__u32 tgid;
+	__u32 tid;
+	__u16 cpu;
+	__u16 source;		/* index into the session's sources */
+	char comm[16];
+	__u32 reserved;
+};
+
+/* Stack buffers per CPU: task, softirq, hardirq and NMI context may each
+ * interrupt the one before with a program of another type. */
+#define SMT_MAX_NEST 4
+/* filter_cpu when every CPU is traced */
+#define SMT_ANY_CPU 0xffffffffU
+
 /* --verify: 1 in N events also carries the frames it captured. */
 struct smt_verify_record {
 	__u32 stack_id;
@@ -115,10 +137,10 @@ struct smt_verify_record {
 #else
 #define SMT_STATIC_ASSERT _Static_assert
 #endif
-SMT_STATIC_ASSERT(SMC_NR == 8, "smt_daemon_state.baseline holds SMC_NR counters");
 SMT_STATIC_ASSERT(sizeof(struct smt_slot) == 8, "slot layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_elt) == 16 + 8 * SMT_MAX_DEPTH, "elt layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_id_record) == 8, "record layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_verify_record) == 16 + 8 * SMT_MAX_DEPTH, "verify layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_trace_record) == 48, "trace layout");
 
 #endif /* STACKMAPD_ABI_H */

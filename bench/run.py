@@ -1,0 +1,888 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""stackmapd benchmark suite (issue 5). Run as root: `sudo bench/run.sh [--quick]`.
+
+Everything is measured within one run, on the same machine, interleaved and
+order-balanced; every figure is a median with its min-max over rounds. Nothing
+here passes or fails on a time: it reports figures (bench/results/latest.json,
+bench/results/latest.png, and the table for BENCHMARKS.md).
+
+Sections:
+  ns_per_event   in-kernel ns/event (kernel.bpf_stats_enabled run_time_ns /
+                 run_cnt) of stackmapd's program, bpftrace @[kstack]=count()
+                 and a bare bpf_get_stack program, all three attached to the
+                 same tracepoint at once (same events), in every attach order.
+  throughput     the pinned workload's ops/s under each tracer / untraced.
+  transport      bytes per event: stackmapd ring buffer (producer position /
+                 program runs), ftrace per_cpu stats bytes, perf.data / samples.
+  daemon         drain rate, CPU per million ids, CPU at ~10 k events/s, RSS
+                 at 1 K / 16 K / 256 K unique stacks.
+  pool_exhausted ns/event of a --bits 10 daemon whose pool is full next to a
+                 --bits 14 one that is not, on the same events.
+"""
+import argparse
+import ctypes
+import ctypes.util
+import itertools
+import json
+import mmap
+import os
+import platform
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TRACEFS = "/sys/kernel/tracing"
+WORKFILE = "/dev/shm/stackmapd-bench"
+EVENT = "kmem:kmem_cache_alloc"
+BPFTRACE_PROG = "tracepoint:kmem:kmem_cache_alloc { @[kstack] = count(); }"
+# Busy tracepoints with many distinct stacks, to exhaust a --bits 10 pool.
+BUSY_EVENTS = ["kmem:kmem_cache_alloc", "kmem:kmem_cache_free", "kmem:kmalloc", "kmem:kfree",
+               "sched:sched_switch", "sched:sched_wakeup", "timer:timer_start",
+               "irq:softirq_entry"]
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def summary(values):
+    v = [x for x in values if x is not None]
+    if not v:
+        return None
+    return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v),
+            "values": v}
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+
+
+# ---------------------------------------------------------------- BPF helpers
+def prog_stats():
+    """prog id -> (run_time_ns, run_cnt) for every loaded program."""
+    out = {}
+    for p in json.loads(sh(["bpftool", "-j", "prog", "show"])):
+        out[p["id"]] = (p.get("run_time_ns", 0), p.get("run_cnt", 0))
+    return out
+
+
+def perf_attachments():
+    """[(pid, prog_id, tracepoint)] from `bpftool perf show`."""
+    try:
+        data = json.loads(sh(["bpftool", "-j", "perf", "show"]) or "[]")
+    except subprocess.CalledProcessError:
+        return []
+    return [(a["pid"], a["prog_id"], a.get("tracepoint", "")) for a in data
+            if a.get("fd_type") == "tracepoint"]
+
+
+def wait_attached(proc, n_events, timeout=30.0):
+    """Waits until `proc` has n_events tracepoint attachments; returns its prog ids."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited early with {proc.returncode}")
+        mine = [a for a in perf_attachments() if a[0] == proc.pid]
+        if len(mine) >= n_events:
+            return sorted({a[1] for a in mine})
+        time.sleep(0.05)
+    raise RuntimeError(f"{proc.args[0]} did not attach within {timeout} s")
+
+
+_libbpf = None
+
+
+def libbpf():
+    global _libbpf
+    if _libbpf is None:
+        _libbpf = ctypes.CDLL(ctypes.util.find_library("bpf") or "libbpf.so.1", use_errno=True)
+    return _libbpf
+
+
+def prog_ringbuf_map(prog_id):
+    info = json.loads(sh(["bpftool", "-j", "prog", "show", "id", str(prog_id)]))
+    for mid in info.get("map_ids", []):
+        m = json.loads(sh(["bpftool", "-j", "map", "show", "id", str(mid)]))
+        if m.get("type") == "ringbuf":
+            return mid
+    return None
+
+
+class RingProducerPos:
+    """Reads a BPF ring buffer's producer position (its read-only mmapped page)."""
+
+    def __init__(self, map_id):
+        fd = libbpf().bpf_map_get_fd_by_id(ctypes.c_uint32(map_id))
+        if fd < 0:
+            raise RuntimeError(f"cannot open ring map {map_id}")
+        self.fd = fd
+        page = mmap.PAGESIZE
+        self.mm = mmap.mmap(fd, page, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ, offset=page)
+
+    def pos(self):
+        return struct.unpack_from("<Q", self.mm, 0)[0]
+
+    def close(self):
+        self.mm.close()
+        os.close(self.fd)
+
+
+def proc_cpu_s(pid):
+    """CPU time of all the process's threads, ns-precise (schedstat)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total / 1e9
+
+
+# ------------------------------------------------------------------- tracers
+class Tracer:
+    name = "?"
+    prog_ids = ()
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def extra(self):
+        return {}
+
+
+TRACER_CPU = [0]  # set in main(): tracers' own processes stay off the workload CPU
+
+
+def pinned(cmd):
+    return ["taskset", "-c", str(TRACER_CPU[0])] + cmd
+
+
+def stop_proc(proc, sig=signal.SIGINT, timeout=60):
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class Stackmapd(Tracer):
+    def __init__(self, binary, name="stackmapd", events=(EVENT,), bits=14):
+        self.binary, self.name, self.events, self.bits = binary, name, list(events), bits
+
+    def start(self):
+        self.outdir = tempfile.mkdtemp(prefix="stackmapd-bench-")
+        cmd = [self.binary, "--output", self.outdir, "--bits", str(self.bits)]
+        for e in self.events:
+            cmd += ["-e", e]
+        self.stderr = open(os.path.join(self.outdir, "log"), "w")
+        self.proc = subprocess.Popen(pinned(cmd), stdout=subprocess.DEVNULL, stderr=self.stderr)
+        self.prog_ids = wait_attached(self.proc, len(self.events))
+        ring = prog_ringbuf_map(self.prog_ids[0])
+        self.ring = RingProducerPos(ring) if ring is not None else None
+
+    def mark(self):
+        return {"pos": self.ring.pos() if self.ring else None, "cpu": proc_cpu_s(self.proc.pid)}
+
+    def stop(self):
+        if self.ring:
+            self.ring.close()
+        stop_proc(self.proc)
+        self.stderr.close()
+        self.stat = {}
+        try:
+            with open(os.path.join(self.outdir, "stack_map_stat")) as f:
+                for line in f:
+                    k, _, v = line.partition(":")
+                    self.stat[k.strip()] = v.strip()
+        except OSError:
+            pass
+        subprocess.run(["rm", "-rf", self.outdir])
+
+
+class Bpftrace(Tracer):
+    name = "bpftrace"
+
+    def start(self):
+        self.proc = subprocess.Popen(pinned(["bpftrace", "-e", BPFTRACE_PROG]),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.prog_ids = wait_attached(self.proc, 1)
+
+    def stop(self):
+        stop_proc(self.proc)
+
+
+class Bare(Tracer):
+    name = "bare_get_stack"
+
+    def __init__(self, binary):
+        self.binary = binary
+
+    def start(self):
+        self.proc = subprocess.Popen(pinned([self.binary, EVENT]), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().split()
+        if not line or line[0] != "ready":
+            raise RuntimeError("bare_stack did not start")
+        self.prog_ids = [int(line[1])]
+
+    def stop(self):
+        stop_proc(self.proc, signal.SIGTERM)
+
+
+class Ftrace(Tracer):
+    """An ftrace instance with the event and options/stacktrace (default buffer)."""
+    name = "ftrace"
+
+    def __init__(self, cpu, stacktrace=True):
+        self.cpu, self.stacktrace = cpu, stacktrace
+        self.dir = f"{TRACEFS}/instances/stackmapd_bench_{os.getpid()}"
+
+    def w(self, rel, val):
+        with open(f"{self.dir}/{rel}", "w") as f:
+            f.write(val)
+
+    def start(self):
+        os.makedirs(self.dir, exist_ok=True)
+        self.w("options/stacktrace", "1" if self.stacktrace else "0")
+        cat, ev = EVENT.split(":")
+        self.w(f"events/{cat}/{ev}/enable", "1")
+
+    def stop(self):
+        cat, ev = EVENT.split(":")
+        self.w(f"events/{cat}/{ev}/enable", "0")
+        st = {}
+        with open(f"{self.dir}/per_cpu/cpu{self.cpu}/stats") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                st[k.strip()] = v.strip()
+        self.w("options/stacktrace", "0")
+        os.rmdir(self.dir)
+        entries, nbytes = int(st["entries"]), int(st["bytes"])
+        # With options/stacktrace every event is two ring entries: the event
+        # and its kernel_stack.
+        events = entries // 2 if self.stacktrace else entries
+        self.result = {"entries": entries, "bytes": nbytes, "overrun": int(st["overrun"]),
+                       "bytes_per_event": nbytes / events if events else None}
+
+
+class Perf(Tracer):
+    """perf record -g on the workload's CPU (-C), to tmpfs, perf itself pinned
+    to the other CPU: otherwise it records its own writes and feeds back on
+    itself (GBs in seconds). Its summary line gives the sample count."""
+    name = "perf"
+
+    def __init__(self, cpu):
+        self.cpu = cpu
+
+    def start(self):
+        self.path = f"/dev/shm/stackmapd-bench-perf-{os.getpid()}.data"
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(pinned(["perf", "record", "-g", "-e", EVENT, "-C", str(self.cpu),
+                                             "-o", self.path]),
+                                     stdout=subprocess.DEVNULL, stderr=self.err)
+        time.sleep(1.0)  # perf prints nothing when its events are on
+
+    def stop(self):
+        stop_proc(self.proc)
+        self.err.seek(0)
+        text = self.err.read()
+        self.err.close()
+        size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
+        samples, lost = None, 0
+        for line in text.splitlines():
+            if "samples)" in line:
+                samples = int(line.rsplit("(", 1)[1].split()[0])
+            if "lost" in line.lower() and "chunks" in line:
+                lost += 1
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        self.result = {"bytes": size, "samples": samples, "lost_warning": bool(lost),
+                       "bytes_per_event": size / samples if samples else None}
+
+
+# ----------------------------------------------------------------- workload
+def workload(binary, cpu, seconds, rate=0):
+    out = sh([binary, "--cpu", str(cpu), "--duration", str(seconds), "--file", WORKFILE,
+              "--rate", str(rate)])
+    return json.loads(out)["ops_per_s"]
+
+
+# ------------------------------------------------------------------ sections
+def bench_ns_per_event(a, bins):
+    """All three programs on the same tracepoint at once, every attach order."""
+    names = ["stackmapd", "bpftrace", "bare_get_stack"]
+    orders = list(itertools.permutations(range(3)))
+    rounds = []
+    for r in range(a.ns_rounds):
+        for order in orders:
+            tracers = [Stackmapd(bins["stackmapd"]), Bpftrace(), Bare(bins["bare_stack"])]
+            seq = [tracers[i] for i in order]
+            started = []
+            try:
+                for t in seq:
+                    t.start()
+                    started.append(t)
+                time.sleep(0.2)
+                before = prog_stats()
+                mark0 = tracers[0].mark()
+                ops = workload(bins["alloc_loop"], a.cpu, a.seconds)
+                mark1 = tracers[0].mark()
+                after = prog_stats()
+            finally:
+                for t in reversed(started):
+                    t.stop()
+            row = {"order": [names[i] for i in order], "ops_per_s": ops, "ns": {}, "events": {}}
+            for t in tracers:
+                pid = t.prog_ids[0]
+                dt = after[pid][0] - before[pid][0]
+                dn = after[pid][1] - before[pid][1]
+                row["ns"][t.name] = dt / dn if dn else None
+                row["events"][t.name] = dn
+            dn = row["events"]["stackmapd"]
+            if mark0["pos"] is not None and dn:
+                row["stackmapd_ring_bytes_per_event"] = (mark1["pos"] - mark0["pos"]) / dn
+            rounds.append(row)
+            log("ns/event order %-40s %s" % ("->".join(row["order"]),
+                ", ".join(f"{k} {v:.0f}" for k, v in row["ns"].items() if v)))
+    res = {"rounds": rounds, "programs": {}, "ratio_to_bpftrace": {}, "by_position": {}}
+    for n in names:
+        res["programs"][n] = summary([r["ns"][n] for r in rounds])
+        res["ratio_to_bpftrace"][n] = summary(
+            [r["ns"][n] / r["ns"]["bpftrace"] for r in rounds if r["ns"][n] and r["ns"]["bpftrace"]])
+        res["by_position"][n] = {
+            str(pos + 1): summary([r["ns"][n] for r in rounds if r["order"][pos] == n])
+            for pos in range(3)}
+    res["stackmapd_ring_bytes_per_event"] = summary(
+        [r.get("stackmapd_ring_bytes_per_event") for r in rounds])
+    return res
+
+
+def bench_throughput(a, bins):
+    configs = ["untraced", "stackmapd", "bpftrace", "ftrace", "perf"]
+    rounds = []
+    for r in range(a.tp_rounds):
+        k = r % len(configs)
+        order = configs[k:] + configs[:k]  # rotate who goes first each round
+        row = {"order": order, "ops_per_s": {}, "extra": {}}
+        for c in order:
+            t = {"untraced": Tracer, "stackmapd": lambda: Stackmapd(bins["stackmapd"]),
+                 "bpftrace": Bpftrace, "ftrace": lambda: Ftrace(a.cpu),
+                 "perf": lambda: Perf(a.cpu)}[c]()
+            t.start()
+            try:
+                time.sleep(0.2)
+                if c == "stackmapd":
+                    s0, m0 = prog_stats(), t.mark()
+                t0 = time.time()
+                ops = workload(bins["alloc_loop"], a.cpu, a.seconds)
+                wall = time.time() - t0
+                if c == "stackmapd":
+                    s1, m1 = prog_stats(), t.mark()
+                    pid = t.prog_ids[0]
+                    events = s1[pid][1] - s0[pid][1]
+                    row["extra"]["stackmapd"] = {
+                        "events": events, "events_per_s": events / wall,
+                        "ring_bytes_per_event": (m1["pos"] - m0["pos"]) / events if events else None,
+                        "daemon_cpu_s_per_million": (m1["cpu"] - m0["cpu"]) / events * 1e6
+                        if events else None,
+                        "daemon_cpu_percent": (m1["cpu"] - m0["cpu"]) / wall * 100}
+            finally:
+                t.stop()
+            if c in ("ftrace", "perf"):
+                row["extra"][c] = t.result
+            if c == "stackmapd":
+                row["extra"]["stackmapd"]["stat"] = t.stat
+            row["ops_per_s"][c] = ops
+        base = row["ops_per_s"]["untraced"]
+        row["ratio"] = {c: row["ops_per_s"][c] / base for c in configs}
+        rounds.append(row)
+        log("throughput round %d: %s" % (r + 1, ", ".join(
+            f"{c} {row['ratio'][c]:.3f}" for c in configs)))
+    res = {"rounds": rounds, "untraced_ops_per_s": summary([r["ops_per_s"]["untraced"] for r in rounds]),
+           "ratio": {c: summary([r["ratio"][c] for r in rounds]) for c in configs}}
+    # ftrace without the stack, once, for the event-only part of its record.
+    f = Ftrace(a.cpu, stacktrace=False)
+    f.start()
+    workload(bins["alloc_loop"], a.cpu, 0.3)
+    f.stop()
+    sm = [r["extra"]["stackmapd"] for r in rounds]
+    ft = [r["extra"]["ftrace"]["bytes_per_event"] for r in rounds]
+    pf = [r["extra"]["perf"]["bytes_per_event"] for r in rounds]
+    res["transport"] = {
+        "stackmapd": {"computed": 16, "measured": summary([x["ring_bytes_per_event"] for x in sm]),
+                      "note": "8-byte record header + 4-byte id, 8-byte aligned; measured as the "
+                              "ring's producer position delta / program runs"},
+        "ftrace": {"measured": summary(ft), "event_only": f.result["bytes_per_event"],
+                   "stack_part": statistics.median(ft) - f.result["bytes_per_event"],
+                   "note": "per_cpu/cpuN/stats bytes / (entries/2): each event is an event "
+                           "entry plus a kernel_stack entry"},
+        "perf": {"measured": summary(pf), "lost_warnings": sum(
+            r["extra"]["perf"]["lost_warning"] for r in rounds),
+                 "note": "perf.data size / samples"},
+        "bpftrace": {"measured": None,
+                     "note": "aggregates @[kstack] counts in a kernel hash map: no per-event "
+                             "transport, no per-event record either"},
+    }
+    res["daemon_under_load"] = {
+        "events_per_s": summary([x["events_per_s"] for x in sm]),
+        "cpu_s_per_million": summary([x["daemon_cpu_s_per_million"] for x in sm]),
+        "cpu_percent": summary([x["daemon_cpu_percent"] for x in sm])}
+    return res
+
+
+def bench_daemon(a, bins):
+    res = {}
+    log("daemon drain rate (synthetic producer replaying real ids)")
+    out = json.loads(sh([bins["drain_bench"], "drain", "--cpu", str(a.daemon_cpu),
+                         "--rounds", str(a.drain_rounds), "--file", WORKFILE]))
+    res["drain"] = {
+        "ids_per_cpu_s": summary(out["drain_ids_per_cpu_s"]),
+        "cpu_s_per_million": summary(out["cpu_s_per_million"]),
+        "ring_bytes_per_record": summary(out["ring_bytes_per_record"]),
+        "producer_ns_per_record": summary(out["producer_ns_per_record"]),
+        "raw": {k: v for k, v in out.items() if not isinstance(v, list)}}
+    log("daemon at ~10 k events/s")
+    t = Stackmapd(bins["stackmapd"])
+    t.start()
+    try:
+        time.sleep(0.2)
+        s0, m0, w0 = prog_stats(), t.mark(), time.time()
+        workload(bins["alloc_loop"], a.cpu, a.low_rate_seconds, rate=3333)
+        s1, m1, w1 = prog_stats(), t.mark(), time.time()
+    finally:
+        t.stop()
+    pid = t.prog_ids[0]
+    res["at_10k_events_per_s"] = {
+        "events_per_s": (s1[pid][1] - s0[pid][1]) / (w1 - w0),
+        "cpu_percent": (m1["cpu"] - m0["cpu"]) / (w1 - w0) * 100,
+        "seconds": w1 - w0,
+        "note": "daemon on-CPU time from /proc/PID/task/*/schedstat; events are all "
+                "kmem_cache_alloc events system-wide, not only the paced workload's"}
+    res["rss"] = []
+    for n, bits in ((1024, 10), (16384, 14), (262144, 18)):
+        log(f"daemon RSS at {n} unique stacks (--bits {bits})")
+        out = json.loads(sh([bins["drain_bench"], "rss", "--stacks", str(n), "--bits", str(bits),
+                             "--depth", "8", "--cpu", str(a.daemon_cpu)]))
+        res["rss"].append(out)
+    return res
+
+
+def read_counters(prog_id):
+    """Sums stackmapd's per-CPU counters map (BTF-formatted by bpftool)."""
+    info = json.loads(sh(["bpftool", "-j", "prog", "show", "id", str(prog_id)]))
+    for mid in info.get("map_ids", []):
+        m = json.loads(sh(["bpftool", "-j", "map", "show", "id", str(mid)]))
+        if m.get("name") == "counters":
+            dump = json.loads(sh(["bpftool", "-j", "map", "dump", "id", str(mid)]))
+            tot = None
+            for e in dump:
+                for v in e.get("formatted", e)["values"]:
+                    vals = v["value"]["v"]
+                    tot = vals if tot is None else [x + y for x, y in zip(tot, vals)]
+            return tot
+    return None
+
+
+def filler(seconds):
+    """Diverse kernel activity: many distinct stacks on the busy tracepoints."""
+    end = time.time() + seconds
+    while time.time() < end:
+        subprocess.run("ls -lR /sys/kernel/mm /proc/sys/net > /dev/null 2>&1; "
+                       "cat /proc/self/maps /proc/slabinfo /proc/net/* > /dev/null 2>&1; "
+                       "find /usr/lib -maxdepth 2 -newer /etc/hostname > /dev/null 2>&1; "
+                       "tar cf - /usr/share/doc 2>/dev/null | head -c 2000000 > /dev/null",
+                       shell=True)
+
+
+def bench_pool_exhausted(a, bins):
+    """--bits 10 (pool exhausted by a filler) next to --bits 14, same busy tracepoints."""
+    rounds = []
+    for r in range(a.px_rounds):
+        small = Stackmapd(bins["stackmapd"], "bits10_exhausted", BUSY_EVENTS, 10)
+        big = Stackmapd(bins["stackmapd"], "bits14", BUSY_EVENTS, 14)
+        seq = [small, big] if r % 2 == 0 else [big, small]
+        started = []
+        try:
+            for t in seq:
+                t.start()
+                started.append(t)
+            filler(a.fill_seconds)
+            row = {"order": [t.name for t in seq]}
+            # Window 1: the filler again (new stacks keep coming: the miss path).
+            # Window 2: the pinned workload (its stacks: hits, or misses if new).
+            for win, fn in (("filler", lambda: filler(a.seconds)),
+                            ("alloc_loop", lambda: workload(bins["alloc_loop"], a.cpu, a.seconds))):
+                s0 = prog_stats()
+                fn()
+                s1 = prog_stats()
+                w = {}
+                for t in (small, big):
+                    pid = t.prog_ids[0]
+                    dn = s1[pid][1] - s0[pid][1]
+                    w[t.name] = (s1[pid][0] - s0[pid][0]) / dn if dn else None
+                w["ratio"] = (w["bits10_exhausted"] / w["bits14"]
+                              if w["bits10_exhausted"] and w["bits14"] else None)
+                row[win] = w
+        finally:
+            for t in reversed(started):
+                t.stop()
+        row["bits10_stat"] = small.stat
+        row["bits14_stat"] = big.stat
+        try:
+            # Whole session (fill + both windows): the share of bits10's events
+            # dropped as pool_full, from its stack_map_stat.
+            row["bits10_pool_full_drop_share"] = (int(small.stat["drop_pool_full"]) /
+                                                  int(small.stat["events"]))
+            row["bits10_entries"] = small.stat["entries"]
+        except (KeyError, ValueError, ZeroDivisionError):
+            row["bits10_pool_full_drop_share"] = None
+        rounds.append(row)
+        log("pool exhausted round %d: filler %.0f vs %.0f ns, alloc_loop %.0f vs %.0f ns "
+            "(bits10: entries %s, pool_full share of its events %.3f)" % (
+                r + 1, row["filler"]["bits10_exhausted"], row["filler"]["bits14"],
+                row["alloc_loop"]["bits10_exhausted"], row["alloc_loop"]["bits14"],
+                row.get("bits10_entries"), row["bits10_pool_full_drop_share"] or 0))
+    res = {"events": BUSY_EVENTS, "rounds": rounds}
+    for win in ("filler", "alloc_loop"):
+        res[win] = {k: summary([r[win][k] for r in rounds]) for k in
+                    ("bits10_exhausted", "bits14", "ratio")}
+    res["bits10_pool_full_drop_share"] = summary([r["bits10_pool_full_drop_share"] for r in rounds])
+    return res
+
+
+# ------------------------------------------------------------------- output
+def fmt(s, unit="", digits=0):
+    if not s:
+        return "n/a"
+    f = f"{{:.{digits}f}}"
+    return (f"{f.format(s['median'])}{unit} ({f.format(s['min'])}–{f.format(s['max'])})")
+
+
+def markdown(res):
+    m = res["meta"]
+    L = []
+    L.append(f"Run {m['date']} on {m['cpu_model']} ({m['nproc']} CPUs), kernel {m['kernel']}, "
+             f"stackmapd {m['git']}{' (quick mode)' if m['quick'] else ''}; workload on CPU "
+             f"{m['workload_cpu']}, {m['seconds']} s per measurement. Medians (min–max).")
+    L.append("")
+    ns = res.get("ns_per_event")
+    if ns:
+        n_rounds = len(ns["rounds"])
+        L.append(f"**In-kernel ns/event** (`kmem:kmem_cache_alloc`, all three attached at once, "
+                 f"{n_rounds} rounds over all 6 attach orders)")
+        L.append("")
+        L.append("| program | ns/event | ratio to bpftrace (same round) | ns when attached 1st / 2nd / 3rd |")
+        L.append("|---|---|---|---|")
+        for n in ("stackmapd", "bpftrace", "bare_get_stack"):
+            pos = " / ".join(fmt(ns["by_position"][n][p]) if ns["by_position"][n][p] else "n/a"
+                             for p in ("1", "2", "3"))
+            L.append(f"| {n} | {fmt(ns['programs'][n])} | {fmt(ns['ratio_to_bpftrace'][n], '×', 3)} | {pos} |")
+        L.append("")
+    tp = res.get("throughput")
+    if tp:
+        L.append(f"**Workload throughput** (untraced = 1; untraced {fmt(tp['untraced_ops_per_s'])} "
+                 f"ops/s, ~3 events/op; {len(tp['rounds'])} interleaved rounds) and "
+                 "**transport bytes/event**")
+        L.append("")
+        L.append("| tracer | throughput ratio | bytes/event |")
+        L.append("|---|---|---|")
+        t = tp["transport"]
+        L.append(f"| stackmapd | {fmt(tp['ratio']['stackmapd'], '', 3)} | "
+                 f"{fmt(t['stackmapd']['measured'], ' B', 1)} ring buffer (computed 16 B) |")
+        L.append(f"| bpftrace `@[kstack]=count()` | {fmt(tp['ratio']['bpftrace'], '', 3)} | "
+                 "— (aggregates in the kernel, no per-event record) |")
+        L.append(f"| ftrace event + `options/stacktrace` | {fmt(tp['ratio']['ftrace'], '', 3)} | "
+                 f"{fmt(t['ftrace']['measured'], ' B', 1)} ({t['ftrace']['stack_part']:.1f} B of it "
+                 f"the stack; event alone {t['ftrace']['event_only']:.1f} B) |")
+        L.append(f"| `perf record -g -C N` | {fmt(tp['ratio']['perf'], '', 3)} | "
+                 f"{fmt(t['perf']['measured'], ' B', 1)} perf.data per sample |")
+        L.append("")
+    d = res.get("daemon")
+    if d:
+        dr = d["drain"]
+        L.append("**Daemon** (consumer pinned to one core)")
+        L.append("")
+        L.append("| figure | value |")
+        L.append("|---|---|")
+        L.append(f"| drain rate, synthetic producer replaying real ids | "
+                 f"{fmt({k: (v / 1e6 if isinstance(v, float) else v) for k, v in dr['ids_per_cpu_s'].items() if k != 'values'}, ' M ids/s', 1)} |")
+        L.append(f"| daemon CPU per million ids (drain only) | {fmt(dr['cpu_s_per_million'], ' s', 4)} |")
+        dl = tp["daemon_under_load"] if tp else None
+        if dl:
+            L.append(f"| daemon CPU per million events, real session under the workload "
+                     f"({fmt(dl['events_per_s'])} events/s) | {fmt(dl['cpu_s_per_million'], ' s', 4)} "
+                     f"= {fmt(dl['cpu_percent'], ' %', 2)} CPU |")
+        lo = d["at_10k_events_per_s"]
+        L.append(f"| daemon CPU at {lo['events_per_s']:.0f} events/s ({lo['seconds']:.0f} s) | "
+                 f"{lo['cpu_percent']:.2f} % |")
+        L.append(f"| ring bytes per record (producer position) | {fmt(dr['ring_bytes_per_record'], ' B', 1)} |")
+        for r in d["rss"]:
+            L.append(f"| RSS at {r['store_stacks']} unique stacks (--bits {r['bits']}, depth "
+                     f"{r['depth']}) | {r['rss_kb'] / 1024:.1f} MB: anon (StackStore, heap) "
+                     f"{r['rss_anon_kb'] / 1024:.1f} MB + mapped BPF maps "
+                     f"{r['rss_file_kb'] / 1024:.1f} MB; kernel memlock slots+pool+ring "
+                     f"{(r['memlock_slots'] + r['memlock_pool'] + r['memlock_ring']) / 2**20:.1f} MB |")
+        L.append("")
+    px = res.get("pool_exhausted")
+    if px:
+        L.append(f"**After the element pool is exhausted** (`--bits 10` filled by a filler, next "
+                 f"to `--bits 14`, both on {len(px['events'])} busy tracepoints, same events, "
+                 f"{len(px['rounds'])} order-alternated rounds)")
+        L.append("")
+        L.append("| window | --bits 10, pool full: ns/event | --bits 14: ns/event | ratio |")
+        L.append("|---|---|---|---|")
+        for win, lab in (("filler", "filler (shell commands: new stacks keep coming)"),
+                         ("alloc_loop", "alloc_loop (the pinned workload)")):
+            w = px[win]
+            L.append(f"| {lab} | {fmt(w['bits10_exhausted'])} | {fmt(w['bits14'])} | "
+                     f"{fmt(w['ratio'], '×', 3)} |")
+        share = px["bits10_pool_full_drop_share"]
+        L.append("")
+        L.append(f"The --bits 10 daemon dropped "
+                 f"{fmt({k: v * 100 for k, v in share.items() if k != 'values'} if share else None, ' %', 1)}"
+                 " of its events as `drop_pool_full` over each whole session (its stack_map_stat).")
+        L.append("")
+    return "\n".join(L)
+
+
+def chart(res, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3, figsize=(17, 9.5))
+    fig.suptitle(f"stackmapd benchmarks — {res['meta']['date']}, kernel {res['meta']['kernel']}"
+                 f"{' (quick)' if res['meta']['quick'] else ''}  ·  bars: median, whiskers: min–max",
+                 fontsize=13)
+    colors = {"stackmapd": "#2a7ab0", "bpftrace": "#e08a2c", "bare_get_stack": "#8a8a8a",
+              "ftrace": "#5aa05a", "perf": "#b04a4a", "untraced": "#cccccc"}
+
+    def bars(ax, labels, sums, keys, title, ylabel, fmtstr, notes=None):
+        med = [s["median"] if s else 0 for s in sums]
+        lo = [s["median"] - s["min"] if s else 0 for s in sums]
+        hi = [s["max"] - s["median"] if s else 0 for s in sums]
+        b = ax.bar(labels, med, yerr=[lo, hi], capsize=5,
+                   color=[colors.get(k, "#777") for k in keys])
+        for i, (rect, s) in enumerate(zip(b, sums)):
+            txt = fmtstr.format(s["median"]) if s else "n/a"
+            if notes and notes[i]:
+                txt += "\n" + notes[i]
+            top = s["max"] if s else 0  # above the whisker, never on it
+            ax.annotate(txt, (rect.get_x() + rect.get_width() / 2, top),
+                        xytext=(0, 4), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=10)
+        ax.set_title(title, fontsize=11)
+        ax.set_ylabel(ylabel)
+        ax.margins(y=0.25)
+        ax.grid(axis="y", alpha=0.3)
+
+    ns = res.get("ns_per_event")
+    ax = axes[0][0]
+    if ns:
+        keys = ["bare_get_stack", "bpftrace", "stackmapd"]
+        notes = [f"{ns['ratio_to_bpftrace'][k]['median']:.3f}× bpftrace" for k in keys]
+        bars(ax, ["bare\nbpf_get_stack", "bpftrace\n@[kstack]=count()", "stackmapd\n(dedup + id)"],
+             [ns["programs"][k] for k in keys], keys,
+             "In-kernel cost per event (lower is better)", "ns / event", "{:.0f} ns", notes)
+    tp = res.get("throughput")
+    ax = axes[0][1]
+    if tp:
+        keys = ["stackmapd", "bpftrace", "ftrace", "perf"]
+        bars(ax, ["stackmapd", "bpftrace\nkstack", "ftrace\n+stacktrace", "perf\nrecord -g"],
+             [tp["ratio"][k] for k in keys], keys,
+             "Workload throughput, untraced = 1 (higher is better)", "ratio to untraced", "{:.2f}")
+        ax.axhline(1.0, color="#444", lw=1, ls="--")
+        ax = axes[0][2]
+        t = tp["transport"]
+        keys = ["stackmapd", "ftrace", "perf"]
+        bars(ax, ["stackmapd\nring buffer", "ftrace\nevent+stack", "perf.data\nper sample"],
+             [t[k]["measured"] for k in keys], keys,
+             "Transport bytes per event (lower is better)", "bytes / event", "{:.1f} B",
+             ["4-byte id", f"{t['ftrace']['stack_part']:.0f} B stack", ""])
+        ax.text(0.98, 0.97, "bpftrace: aggregates in kernel,\nno per-event record",
+                transform=ax.transAxes, ha="right", va="top", fontsize=9, color="#555")
+    d = res.get("daemon")
+    if d:
+        ax = axes[1][0]
+        labels = [f"{r['store_stacks'] // 1024} K stacks\n(--bits {r['bits']})" for r in d["rss"]]
+        anon = [r["rss_anon_kb"] / 1024 for r in d["rss"]]
+        mapped = [r["rss_file_kb"] / 1024 for r in d["rss"]]
+        ax.bar(labels, anon, color="#2a7ab0", label="daemon heap (StackStore)")
+        ax.bar(labels, mapped, bottom=anon, color="#9cc3e0", label="mmapped BPF maps (ring ×2, pool, slots)")
+        for i, (x, y) in enumerate(zip(anon, mapped)):
+            ax.annotate(f"{x + y:.0f} MB\n(heap {x:.1f})", (i, x + y), xytext=(0, 3),
+                        textcoords="offset points", ha="center", fontsize=10)
+        ax.set_yscale("log")
+        ax.set_ylim(0.1, max(a + m for a, m in zip(anon, mapped)) * 6)
+        ax.set_ylabel("RSS, MB (log)")
+        ax.set_title("Daemon RSS by unique stacks", fontsize=11)
+        ax.legend(fontsize=9, loc="upper left")
+        ax.grid(axis="y", alpha=0.3)
+        ax = axes[1][2]
+        ax.axis("off")
+        dr = d["drain"]
+        lo = d["at_10k_events_per_s"]
+        lines = [
+            "Daemon (consumer on one core)",
+            f"drain rate: {dr['ids_per_cpu_s']['median'] / 1e6:.0f} M ids/s "
+            f"({dr['ids_per_cpu_s']['min'] / 1e6:.0f}–{dr['ids_per_cpu_s']['max'] / 1e6:.0f})",
+            f"CPU per million ids (drain): {dr['cpu_s_per_million']['median'] * 1e3:.1f} ms",
+        ]
+        if tp:
+            dl = tp["daemon_under_load"]
+            lines.append(f"real session at {dl['events_per_s']['median'] / 1e6:.2f} M events/s: "
+                         f"{dl['cpu_percent']['median']:.1f} % CPU")
+        lines.append(f"at {lo['events_per_s'] / 1e3:.0f} k events/s: {lo['cpu_percent']:.2f} % CPU")
+        lines.append(f"ring bytes / record: {dr['ring_bytes_per_record']['median']:.0f} B")
+        lines.append(f"producer reserve+submit: {dr['producer_ns_per_record']['median']:.0f} ns/record")
+        ax.text(0.02, 0.95, "\n".join(lines), va="top", fontsize=12, family="monospace",
+                transform=ax.transAxes)
+    px = res.get("pool_exhausted")
+    ax = axes[1][1]
+    if px:
+        import numpy as np
+        x = np.arange(2)
+        wins = ["filler", "alloc_loop"]
+        for j, (k, lab, col) in enumerate((("bits14", "--bits 14 (room)", "#9cc3e0"),
+                                           ("bits10_exhausted", "--bits 10 (pool full)", "#2a7ab0"))):
+            s = [px[w][k] for w in wins]
+            med = [v["median"] for v in s]
+            err = [[v["median"] - v["min"] for v in s], [v["max"] - v["median"] for v in s]]
+            b = ax.bar(x + (j - 0.5) * 0.38, med, 0.38, yerr=err, capsize=4, color=col, label=lab)
+            for rect, v, sv in zip(b, med, s):
+                ax.annotate(f"{v:.0f}", (rect.get_x() + rect.get_width() / 2, sv["max"]),
+                            xytext=(0, 3), textcoords="offset points", ha="center", fontsize=10)
+        ax.set_xticks(x)
+        share = px["bits10_pool_full_drop_share"]
+        ax.set_xticklabels(["filler\n(new stacks keep coming)", "alloc_loop\n(pinned workload)"])
+        if share:
+            ax.text(0.02, 0.97, f"--bits 10: {share['median'] * 100:.1f}% of events\ndropped pool_full",
+                    transform=ax.transAxes, va="top", fontsize=9, color="#333")
+        ax.set_ylabel("ns / event")
+        ax.set_title("Cost per event with the element pool exhausted", fontsize=11)
+        ax.legend(fontsize=9, loc="upper right")
+        ax.margins(y=0.3)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    fig.savefig(path, dpi=90)
+
+
+BEGIN, END = "<!-- results:begin (bench/run.py) -->", "<!-- results:end -->"
+
+
+def update_benchmarks_md(md, a):
+    """Replaces the results section of BENCHMARKS.md (only for the default output dir)."""
+    path = os.path.join(ROOT, "BENCHMARKS.md")
+    if os.path.abspath(a.out) != os.path.join(HERE, "results") or not os.path.exists(path):
+        return
+    with open(path) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text:
+        return
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    with open(path, "w") as f:
+        f.write(head + BEGIN + "\n" + md + "\n" + END + tail)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer, shorter rounds (< 3 min)")
+    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--cpu", type=int, default=os.cpu_count() - 1, help="workload CPU")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--only", default="ns,throughput,daemon,pool",
+                    help="comma-separated sections: ns,throughput,daemon,pool")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench: run as root (BPF, tracefs, perf, bpf_stats)")
+    a.daemon_cpu = 0 if a.cpu != 0 else 1
+    TRACER_CPU[0] = a.daemon_cpu
+    if a.quick:
+        a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 1.0, 1, 3, 5
+        a.px_rounds, a.fill_seconds, a.low_rate_seconds = 2, 2.0, 3.0
+    else:
+        a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 2.0, 2, 6, 10
+        a.px_rounds, a.fill_seconds, a.low_rate_seconds = 4, 3.0, 10.0
+    b = a.build_dir
+    bins = {"stackmapd": f"{b}/stackmapd", "alloc_loop": f"{b}/bench/alloc_loop",
+            "bare_stack": f"{b}/bench/bare_stack", "drain_bench": f"{b}/bench/drain_bench"}
+    for k, v in bins.items():
+        if not os.access(v, os.X_OK):
+            sys.exit(f"bench: {v} missing: build first (cmake -S . -B build && cmake --build build)")
+    with open(WORKFILE, "w") as f:
+        f.write("stackmapd bench\n")
+    stats_path = "/proc/sys/kernel/bpf_stats_enabled"
+    with open(stats_path) as f:
+        stats_before = f.read().strip()
+    with open(stats_path, "w") as f:
+        f.write("1")
+    try:
+        git = sh(["git", "-C", ROOT, "describe", "--always", "--dirty"]).strip()
+    except Exception:
+        git = "unknown"
+    cpu_model = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    res = {"meta": {"date": time.strftime("%Y-%m-%d %H:%M"), "kernel": platform.release(),
+                    "cpu_model": cpu_model, "nproc": os.cpu_count(), "git": git,
+                    "quick": a.quick, "workload_cpu": a.cpu, "seconds": a.seconds,
+                    "command": "sudo bench/run.sh" + (" --quick" if a.quick else ""),
+                    "bpftrace_program": BPFTRACE_PROG}}
+    foreign = [{"pid": p, "prog_id": i, "tracepoint": tp} for p, i, tp in perf_attachments()]
+    if foreign:
+        log(f"warning: other BPF programs are attached to tracepoints (they slow every run "
+            f"and run before ours): {foreign}")
+    res["meta"]["foreign_attachments_at_start"] = foreign
+    t_start = time.time()
+    sections = a.only.split(",")
+    try:
+        if "ns" in sections:
+            log("section: in-kernel ns/event")
+            res["ns_per_event"] = bench_ns_per_event(a, bins)
+        if "throughput" in sections:
+            log("section: throughput and transport")
+            res["throughput"] = bench_throughput(a, bins)
+        if "daemon" in sections:
+            log("section: daemon")
+            res["daemon"] = bench_daemon(a, bins)
+        if "pool" in sections:
+            log("section: pool exhausted")
+            res["pool_exhausted"] = bench_pool_exhausted(a, bins)
+    finally:
+        with open(stats_path, "w") as f:
+            f.write(stats_before)
+    res["meta"]["elapsed_s"] = time.time() - t_start
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "latest.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    md = markdown(res)
+    with open(os.path.join(a.out, "latest.md"), "w") as f:
+        f.write(md + "\n")
+    try:
+        chart(res, os.path.join(a.out, "latest.png"))
+    except ImportError:
+        log("matplotlib missing: no chart (apt-get install python3-matplotlib)")
+    update_benchmarks_md(md, a)
+    print(md)
+    log(f"done in {res['meta']['elapsed_s']:.0f} s: {a.out}/latest.json, latest.png, latest.md")
+
+
+if __name__ == "__main__":
+    main()
