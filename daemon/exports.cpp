@@ -53,8 +53,10 @@ const char* counter_name(int c) {
     case SMC_DROP_PROBE_LIMIT: return "drop_probe_limit";
     case SMC_DROP_BUSY: return "drop_busy";
     case SMC_DROP_STACK_ERROR: return "drop_stack_error";
+    case SMC_DROP_NO_KERNEL_STACK: return "drop_no_kernel_stack";
     case SMC_DROP_RINGBUF_FULL: return "drop_ringbuf_full";
     case SMC_DROP_RESETTING: return "drop_resetting";
+    case SMC_DROP_NESTED: return "drop_nested";
   }
   return "unknown";
 }

@@ -159,6 +159,51 @@ check "--verify found no mismatch" [ "$(stat_of verify_mismatch "$st")" -eq 0 ]
 check "hits since the reset are fewer than all events" \
   [ "$(stat_of hits "$st")" -lt "$(stat_of events_total "$st")" ]
 
+# --profile: sampling every CPU while a syscall-heavy loop runs shows its kernel path.
+LOOP='
+import os, sys, time
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    for _ in range(1000):
+        fd = os.open("/proc/self/stat", os.O_RDONLY); os.read(fd, 256); os.close(fd)'
+syscall_loop() { "$PY" -c "$LOOP" "$1"; }  # open/read/close for $1 s, as fast as one CPU allows
+syscall_loop 4 &
+loop_pid=$!
+"$BIN" --profile 99 --duration 3 --output "$tmp/profile" 2> "$tmp/profile.err"
+check "--profile 99 exits 0" [ $? -eq 0 ]
+wait $loop_pid
+check "--profile recorded samples ($(grep '^hits:' "$tmp/profile/stack_map_stat"))" \
+  [ "$(grep '^hits:' "$tmp/profile/stack_map_stat" | awk '{print $2}')" -gt 50 ]
+check "--profile shows the loop's syscalls" grep -qE '"(__x64_sys_(openat|read|close)|ksys_read|do_sys_openat2)\+' "$tmp/profile/stack_map.json"
+check "samples taken in user space are counted, not lost" grep -qE '^drop_no_kernel_stack: [0-9]+$' "$tmp/profile/stack_map_stat"
+
+# --trace: one ftrace-style line per event; every <stack_id N> resolves.
+syscall_loop 4 &
+loop_pid=$!
+"$BIN" -e kmem:kmem_cache_alloc -e sched:sched_switch --trace "$tmp/trace.txt" --duration 2 \
+  --output "$tmp/traced" 2> "$tmp/trace.err"
+check "--trace exits 0" [ $? -eq 0 ]
+wait $loop_pid
+hits=$(grep '^hits:' "$tmp/traced/stack_map_stat" | awk '{print $2}')
+check "the trace has one line per hit ($hits)" [ "$(wc -l < "$tmp/trace.txt")" -eq "$hits" ]
+check "every line is in ftrace's layout" \
+  [ "$(grep -cvE '^ *.+-[0-9]+ +\[[0-9]{3}\] +[0-9]+\.[0-9]{6}: (kmem:kmem_cache_alloc|sched:sched_switch) <stack_id [0-9]+>$' "$tmp/trace.txt")" -eq 0 ]
+check "both sources appear" grep -q "sched:sched_switch <stack_id" "$tmp/trace.txt"
+grep -oE '<stack_id [0-9]+>' "$tmp/trace.txt" | grep -oE '[0-9]+' | sort -u > "$tmp/trace.ids"
+grep -oE '^stack_id [0-9]+' "$tmp/traced/stack_map" | awk '{print $2}' | sort -u > "$tmp/map.ids"
+check "every <stack_id N> in the trace resolves in stack_map" [ -z "$(comm -23 "$tmp/trace.ids" "$tmp/map.ids")" ]
+
+# --pid and --cpu keep only that process's, that CPU's events.
+"$PY" -c "$LOOP" 3 &
+loop_pid=$!
+"$BIN" --pid $loop_pid --trace "$tmp/pid.txt" --duration 2 2> /dev/null > /dev/null
+wait $loop_pid
+check "--pid: events recorded" [ -s "$tmp/pid.txt" ]
+check "--pid: only that process" [ "$(grep -cvE -- "-$loop_pid +\[" "$tmp/pid.txt")" -eq 0 ]
+"$BIN" --cpu 1 -e sched:sched_switch --trace "$tmp/cpu.txt" --duration 1 2> /dev/null > /dev/null
+check "--cpu 1: events recorded" [ -s "$tmp/cpu.txt" ]
+check "--cpu 1: only CPU 1" [ "$(grep -cv ' \[001\] ' "$tmp/cpu.txt")" -eq 0 ]
+
 # --- bad input: one line, non-zero exit, nothing lost -----------------------
 expect_error() {  # expect_error KEYWORD ARGS...
   local key=$1; shift
@@ -180,6 +225,18 @@ expect_error "--duration" "$BIN" --duration 0
 expect_error "output directory" "$BIN" --output /proc/stackmapd/out --duration 1
 expect_error "--bogus" "$BIN" --bogus
 expect_error "--ringbuf-kb 100" "$BIN" --ringbuf-kb 100
+expect_error "--trace and --verify cannot be combined" "$BIN" --trace "$tmp/x.txt" --verify 3
+expect_error "cannot write the trace" "$BIN" --trace /proc/nope/trace.txt --duration 1
+expect_error "--cpu 4096 does not exist" "$BIN" --cpu 4096 --duration 1
+expect_error "no traceable kernel function 'no_such_function_x'" "$BIN" -f no_such_function_x --duration 1
+if bpftool feature probe kernel 2> /dev/null | grep -q "program_type tracing is available"; then
+  "$BIN" -f vfs_read --duration 2 --top 3 > "$tmp/fentry.txt" 2>&1 &
+  sleep 1; syscall_loop 1; wait $!
+  check "-f vfs_read shows vfs_read with its callers" grep -qE '^    (vfs_read|ksys_read)\+' "$tmp/fentry.txt"
+else
+  # This kernel refuses BPF tracing programs: -f must say so in one line.
+  expect_error "program_type tracing is NOT available" "$BIN" -f vfs_read --duration 1
+fi
 check "failed runs left the earlier exports untouched" [ "$(md5sum "$out"/* | md5sum)" = "$before" ]
 mkdir "$tmp/empty"
 expect_error "no such tracepoint" "$BIN" -e sched:nope --output "$tmp/empty"
