@@ -8,11 +8,13 @@
  *  1. reserve the ring-buffer record first, so a stack's ref_count is only
  *     incremented for an event whose id is then certainly delivered (the RFC
  *     counted hits for events it never recorded);
- *  2. count the event with a fully ordered atomic, then read the reset state:
- *     the daemon's reset relies on every event that saw the table live having
- *     a record reserved before it looked (daemon/table_reset.cpp);
+ *  2. read the reset state once; the daemon's reset waits out every program
+ *     that may have read it live with an RCU grace period (membarrier), so
+ *     the event path needs no barrier of its own (daemon/table_reset.cpp);
  *  3. every event then ends in SMC_HITS or exactly one SMC_DROP_* counter of
  *     the epoch it read.
+ * Counters are per CPU and per nesting level, so plain increments are exact:
+ * a program that interrupts another on the same CPU counts in its own level.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -42,7 +44,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
 	__type(value, struct smt_cpu_counters);
-	__uint(max_entries, 1);
+	__uint(max_entries, SMT_MAX_NEST);
 } counters SEC(".maps");
 
 /* 512 bytes of frames do not fit beside the rest on the 512-byte BPF stack.
@@ -112,9 +114,7 @@ static long probe_step_cb(__u32 i, void *ctx)
 
 static __always_inline void count(__u64 *c, enum smt_counter which)
 {
-	/* Atomic: programs of other types (NMI sampling) may interrupt this
-	 * one on the same CPU and bump the same counters. */
-	__sync_fetch_and_add(&c[which], 1);
+	c[which]++;
 }
 
 static __always_inline enum smt_counter drop_counter(enum smt_status s)
@@ -178,9 +178,7 @@ static __always_inline int record_in(void *ctx, struct stack_buf *buf, __u32 sou
 
 	rec = bpf_ringbuf_reserve(&ids, trace_records ? sizeof(struct smt_trace_record) :
 							  sizeof(struct smt_id_record), 0);
-	/* Fully ordered: the reservation above is visible before the state
-	 * is read below (a plain load may pass a store otherwise, even on x86). */
-	__sync_fetch_and_add(&cpu->events, 1);
+	cpu->events++;
 	state = *(volatile __u32 *)&shared.state;
 	epoch = SMT_STATE_EPOCH(state);
 	cnt = cpu->epoch[epoch & 1];
@@ -233,26 +231,33 @@ static __always_inline int record_stack(void *ctx, __u32 source)
 	struct smt_cpu_counters *cpu;
 	struct stack_buf *buf;
 	__u32 zero = 0, level, *depth;
-	int ret;
+	int ret = 0;
 
 	if (filter_tgid && bpf_get_current_pid_tgid() >> 32 != filter_tgid)
 		return 0;
 	if (filter_cpu != SMT_ANY_CPU && bpf_get_smp_processor_id() != filter_cpu)
 		return 0;
-	cpu = bpf_map_lookup_elem(&counters, &zero);
 	depth = bpf_map_lookup_elem(&nesting, &zero);
-	if (!cpu || !depth)
+	if (!depth)
 		return 0;
 	/* Plain increments are enough: whatever interrupts us on this CPU
 	 * restores the depth before we resume. */
 	level = (*depth)++;
 	buf = bpf_map_lookup_elem(&scratch, &level);
-	if (buf) {
+	cpu = bpf_map_lookup_elem(&counters, &level);
+	if (buf && cpu) {
 		ret = record_in(ctx, buf, source, cpu);
 	} else {
-		__sync_fetch_and_add(&cpu->events, 1);
-		count(cpu->epoch[SMT_STATE_EPOCH(shared.state) & 1], SMC_DROP_NESTED);
-		ret = 0;
+		/* Deeper than any context can nest: count it, atomically, in
+		 * the last level, which its rightful user may be updating. */
+		__u32 last = SMT_MAX_NEST - 1;
+
+		cpu = bpf_map_lookup_elem(&counters, &last);
+		if (cpu) {
+			__sync_fetch_and_add(&cpu->events, 1);
+			__sync_fetch_and_add(&cpu->epoch[SMT_STATE_EPOCH(shared.state) & 1]
+							[SMC_DROP_NESTED], 1);
+		}
 	}
 	(*depth)--;
 	return ret;

@@ -385,14 +385,18 @@ size_t BpfSession::drain(int timeout_ms) {
   return consumed_ - before;
 }
 
+// Every CPU's counters at every nesting level.
 std::vector<smt_cpu_counters> BpfSession::read_counters() const {
   int ncpus = libbpf_num_possible_cpus();
   if (ncpus <= 0) throw Error("cannot count possible CPUs: " + errno_text(ncpus));
+  std::vector<smt_cpu_counters> all;
   std::vector<smt_cpu_counters> percpu(ncpus);
-  uint32_t zero = 0;
-  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.counters), &zero, percpu.data()))
-    throw Error("cannot read the BPF counters: " + errno_text(errno));
-  return percpu;
+  for (uint32_t level = 0; level < SMT_MAX_NEST; ++level) {
+    if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.counters), &level, percpu.data()))
+      throw Error("cannot read the BPF counters: " + errno_text(errno));
+    all.insert(all.end(), percpu.begin(), percpu.end());
+  }
+  return all;
 }
 
 std::array<uint64_t, SMC_NR> BpfSession::sum_counters(uint32_t parity) const {

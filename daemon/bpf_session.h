@@ -124,7 +124,7 @@ class BpfSession {
   std::array<uint64_t, SMC_NR> sum_counters(uint32_t parity) const;
   TableStats stats_of(uint32_t parity) const;
   void set_state(uint32_t state);
-  void wait_for_reserved_records(const char* phase);
+  void wait_for_programs();
   void clear_table();
   void attach_functions(const SessionConfig& config);
   void attach_profile(uint32_t hz, uint32_t filter_cpu);

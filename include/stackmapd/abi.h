@@ -90,10 +90,9 @@ struct smt_daemon_state {
 #define SMT_STATE_EPOCH(state) ((state) >> 1)
 
 
+/* One per CPU and nesting level (see SMT_MAX_NEST). */
 struct smt_cpu_counters {
-	/* Every event of every epoch, counted first and atomically: that
-	 * fully ordered increment is also the reset protocol's barrier. */
-	__u64 events;
+	__u64 events;		/* every event of every epoch, counted apart */
 	__u64 epoch[2][SMC_NR];
 };
 
