@@ -7,7 +7,15 @@
 #include <spdlog/sinks/systemd_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +25,7 @@
 #include "daemon/control.h"
 #include "daemon/error.h"
 #include "daemon/exports.h"
+#include "daemon/flamegraph.h"
 #include "daemon/fsmb.h"
 #include "daemon/kallsyms.h"
 #include "daemon/pinning.h"
@@ -58,6 +67,8 @@ struct TraceArgs {
   uint32_t pid = 0;
   std::optional<uint32_t> cpu;
   std::string trace;
+  std::string folded;
+  std::string svg;
   long bits = SMT_DEFAULT_BITS;
   std::optional<double> duration;
   std::string output;
@@ -70,9 +81,35 @@ struct TraceArgs {
 struct DecodeArgs {
   std::string file;
   bool json = false;
+  std::string folded;
+  std::string svg;
   std::optional<size_t> top;
   std::string kallsyms;
 };
+
+// --folded FILE|- and --svg FILE: flame graphs of what a session or a file holds.
+// Written 0640 like the exports: unresolved frames are raw addresses.
+void write_flame_outputs(const std::vector<SymbolizedStack>& stacks, const std::string& folded,
+                         const std::string& svg, const std::string& title) {
+  if (folded == "-")
+    std::cout << format_folded(stacks);
+  else if (!folded.empty())
+    write_file_atomic(folded, format_folded(stacks), 0640);
+  if (!svg.empty()) {
+    FlameGraphOptions opt;
+    opt.title = title;
+    write_file_atomic(svg, render_flamegraph_svg(stacks, opt), 0640);
+  }
+}
+
+void check_writable_parent(const std::string& path, const char* option) {
+  if (path.empty() || path == "-") return;
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  if (access(parent.c_str(), W_OK) != 0)
+    throw Error(std::string(option) + " " + path + ": cannot write in " + parent.string() + ": " +
+                std::strerror(errno));
+}
 
 // Symbols are loaded once, after tracing, so modules loaded meanwhile resolve.
 std::optional<Kallsyms> load_host_symbols() {
@@ -111,6 +148,8 @@ int run_trace(const TraceArgs& args) {
     opt.session.filter_cpu = *args.cpu;
   }
   opt.trace_path = args.trace;
+  check_writable_parent(args.folded, "--folded");
+  check_writable_parent(args.svg, "--svg");
   if (args.duration && *args.duration <= 0)
     throw Error("--duration must be more than 0 seconds");
   opt.duration_s = args.duration;
@@ -130,9 +169,17 @@ int run_trace(const TraceArgs& args) {
     write_exports(args.output, snap, ks);
     spdlog::info("wrote stack_map, stack_map_stat, stack_map_bin, stack_map.json to {}", args.output);
   }
+  if (!args.folded.empty() || !args.svg.empty()) {
+    std::string title;
+    for (const auto& e : args.events) title += (title.empty() ? "" : ", ") + e;
+    for (const auto& f : args.functions) title += (title.empty() ? "" : ", ") + f;
+    if (args.profile_hz) title += (title.empty() ? "" : ", ") + ("profile " + std::to_string(args.profile_hz) + " Hz");
+    if (title.empty()) title = "kmem:kmem_cache_alloc";
+    write_flame_outputs(symbolize_stacks(snap.stacks, ks), args.folded, args.svg, title);
+  }
   if (args.top)
     std::cout << format_top(snap.stacks, *args.top, ks);
-  else if (args.output.empty())
+  else if (args.output.empty() && args.folded != "-")
     std::cout << format_stack_map(snap.stacks, ks);
   const TableStats& st = snap.stats;
   spdlog::info("{} events, {} unique stacks, {} dropped{}{}", st.events(), st.entries, st.drops(),
@@ -143,7 +190,28 @@ int run_trace(const TraceArgs& args) {
   return 0;
 }
 
+// A stack_map.json export (symbols already resolved) or an FSMB file.
+bool is_json_export(const std::string& path) {
+  std::ifstream in(path);
+  char c = 0;
+  while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {}
+  return in && (c == '{' || c == '[');
+}
+
 int run_decode(const DecodeArgs& args) {
+  check_writable_parent(args.folded, "--folded");
+  check_writable_parent(args.svg, "--svg");
+  const std::string title = std::filesystem::path(args.file).filename().string();
+  if (is_json_export(args.file)) {
+    if (args.folded.empty() && args.svg.empty())
+      throw Error(args.file + " is a JSON export: decode reads it for --folded and --svg only; "
+                  "for text, decode its stack_map_bin");
+    std::ifstream in(args.file);
+    std::stringstream text;
+    text << in.rdbuf();
+    write_flame_outputs(stacks_from_json(text.str(), args.file), args.folded, args.svg, title);
+    return 0;
+  }
   FsmbFile file = fsmb_read_file(args.file);
   std::optional<Kallsyms> ksyms;
   if (!args.kallsyms.empty()) ksyms = Kallsyms::load(args.kallsyms);
@@ -156,6 +224,10 @@ int run_decode(const DecodeArgs& args) {
       return a.ref_count > b.ref_count;
     });
     if (stacks.size() > *args.top) stacks.resize(*args.top);
+  }
+  if (!args.folded.empty() || !args.svg.empty()) {
+    write_flame_outputs(symbolize_stacks(stacks, ks), args.folded, args.svg, title);
+    if (args.folded == "-") return 0;
   }
   std::cout << (args.json ? format_stacks_json(stacks, ks) : format_stack_map(stacks, ks));
   return 0;
@@ -197,6 +269,9 @@ int main(int argc, char** argv) {
   app.add_option("--cpu", trace_args.cpu, "Only events on this CPU");
   app.add_option("--trace", trace_args.trace,
                  "Write every event as an ftrace-style line with its <stack_id N> to FILE ('-': stdout)");
+  app.add_option("--folded", trace_args.folded,
+                 "At the end, write the stacks in the collapsed flame-graph format to FILE ('-': stdout)");
+  app.add_option("--svg", trace_args.svg, "At the end, write an SVG flame graph to FILE");
   app.add_option("--bits", trace_args.bits, "Table size: 2^bits unique stacks, 10..20")
       ->capture_default_str();
   app.add_option("--duration", trace_args.duration,
@@ -217,6 +292,10 @@ int main(int argc, char** argv) {
   CLI::App* decode = app.add_subcommand("decode", "Print an FSMB file (stack_map_bin) from us or the kernel");
   decode->add_option("file", decode_args.file, "The stack_map_bin file")->required();
   decode->add_flag("--json", decode_args.json, "JSON output");
+  decode->add_option("--folded", decode_args.folded,
+                     "Write the collapsed flame-graph format to FILE ('-': stdout); FILE may also be "
+                     "a stack_map.json export");
+  decode->add_option("--svg", decode_args.svg, "Write an SVG flame graph to FILE");
   decode->add_option("--top", decode_args.top, "Only the N stacks with the highest ref_count");
   decode->add_option("--kallsyms", decode_args.kallsyms,
                      "Symbolize from this kallsyms file (e.g. saved on the device)");
