@@ -28,6 +28,7 @@
 #include "daemon/flamegraph.h"
 #include "daemon/fsmb.h"
 #include "daemon/kallsyms.h"
+#include "daemon/kernel_info.h"
 #include "daemon/pinning.h"
 #include "daemon/preflight.h"
 #include "daemon/service.h"
@@ -85,6 +86,8 @@ struct DecodeArgs {
   std::string svg;
   std::optional<size_t> top;
   std::string kallsyms;
+  std::string vmlinux;
+  std::string kernel_info;
 };
 
 // --folded FILE|- and --svg FILE: flame graphs of what a session or a file holds.
@@ -165,6 +168,7 @@ int run_trace(const TraceArgs& args) {
   Snapshot snap = trace(opt);
   std::optional<Kallsyms> ksyms = load_host_symbols();
   const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
+  snap.kernel = KernelInfo::probe(ks);
   if (!args.output.empty()) {
     write_exports(args.output, snap, ks);
     spdlog::info("wrote stack_map, stack_map_stat, stack_map_bin, stack_map.json to {}", args.output);
@@ -190,6 +194,47 @@ int run_trace(const TraceArgs& args) {
   return 0;
 }
 
+// Symbols for a file from elsewhere: a saved kallsyms or a vmlinux, moved by
+// the KASLR slide recorded with the export (stack_map.kernel beside it, or
+// --kernel-info) when its _text differs from the runtime one.
+std::optional<Kallsyms> offline_symbols(const DecodeArgs& args) {
+  if (!args.kallsyms.empty() && !args.vmlinux.empty())
+    throw Error("give --kallsyms or --vmlinux, not both");
+  if (args.kallsyms.empty() && args.vmlinux.empty()) {
+    if (!args.kernel_info.empty())
+      throw Error("--kernel-info needs --kallsyms or --vmlinux to symbolize with");
+    return std::nullopt;
+  }
+  Kallsyms table = args.vmlinux.empty() ? Kallsyms::load(args.kallsyms)
+                                        : Kallsyms::from_vmlinux(args.vmlinux);
+  std::string info_path = args.kernel_info;
+  if (info_path.empty()) {
+    auto beside = std::filesystem::path(args.file).parent_path() / "stack_map.kernel";
+    if (std::filesystem::exists(beside)) info_path = beside.string();
+  }
+  if (info_path.empty()) {
+    if (!args.vmlinux.empty())
+      spdlog::warn("no stack_map.kernel beside {} and no --kernel-info: assuming no KASLR slide",
+                   args.file);
+    return table;
+  }
+  std::ifstream in(info_path);
+  if (!in) throw Error("cannot read " + info_path + ": " + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  KernelInfo info = KernelInfo::parse(text.str(), info_path);
+  if (info.text_address == 0) {
+    spdlog::warn("{}: the device did not record where _text was (kptr_restrict): assuming no "
+                 "KASLR slide", info_path);
+    return table;
+  }
+  if (info.text_address == table.text_address()) return table;
+  spdlog::info("{}: _text was at {:#x}, {} has it at {:#x}: applying that KASLR slide", info_path,
+               info.text_address, args.vmlinux.empty() ? args.kallsyms : args.vmlinux,
+               table.text_address());
+  return table.rebased(info.text_address);
+}
+
 // A stack_map.json export (symbols already resolved) or an FSMB file.
 bool is_json_export(const std::string& path) {
   std::ifstream in(path);
@@ -213,8 +258,7 @@ int run_decode(const DecodeArgs& args) {
     return 0;
   }
   FsmbFile file = fsmb_read_file(args.file);
-  std::optional<Kallsyms> ksyms;
-  if (!args.kallsyms.empty()) ksyms = Kallsyms::load(args.kallsyms);
+  std::optional<Kallsyms> ksyms = offline_symbols(args);
   const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
   spdlog::info("{}: {}, {} stacks", args.file, fsmb_revision_name(file.revision),
                file.stacks.size());
@@ -298,7 +342,12 @@ int main(int argc, char** argv) {
   decode->add_option("--svg", decode_args.svg, "Write an SVG flame graph to FILE");
   decode->add_option("--top", decode_args.top, "Only the N stacks with the highest ref_count");
   decode->add_option("--kallsyms", decode_args.kallsyms,
-                     "Symbolize from this kallsyms file (e.g. saved on the device)");
+                     "Symbolize from this kallsyms file (e.g. saved on the device, any boot)");
+  decode->add_option("--vmlinux", decode_args.vmlinux,
+                     "Symbolize from this vmlinux (the traced kernel's, with symbols)");
+  decode->add_option("--kernel-info", decode_args.kernel_info,
+                     "The stack_map.kernel written with the export (default: the one beside FILE): "
+                     "its _text address gives the KASLR slide");
 
   // Its options are parsed by daemon/config.cpp, again on every reload.
   CLI::App* daemon = app.add_subcommand(

@@ -124,6 +124,10 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms) {
   for (const auto& s : snap.stacks) stacks.push_back(stack_json(s, ksyms));
   json doc{{"bits", snap.bits},     {"hash_seed", snap.hash_seed}, {"table_size", st.table_size},
            {"stats", stats},        {"stacks", stacks}};
+  if (!snap.kernel.release.empty())
+    doc["kernel"] = {{"release", snap.kernel.release},
+                     {"build_id", snap.kernel.build_id},
+                     {"text", hex(snap.kernel.text_address)}};
   return doc.dump(2) + "\n";
 }
 
@@ -213,6 +217,8 @@ void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms*
   write_file_atomic(dir + "/stack_map.json", format_json(snap, ksyms), kPrivate, group);
   write_file_atomic(dir + "/stack_map", format_stack_map(snap.stacks, ksyms), kPrivate, group);
   write_file_atomic(dir + "/stack_map_stat", format_stat(snap.stats), kPrivate, group);
+  if (!snap.kernel.release.empty())
+    write_file_atomic(dir + "/stack_map.kernel", snap.kernel.to_text(), kPrivate, group);
 }
 
 }  // namespace stackmapd

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/kernel_info.h"
 #include "daemon/stack_record.h"
 #include "daemon/table_stats.h"
 
@@ -22,6 +23,7 @@ struct Snapshot {
   uint32_t hash_seed = 0;
   TableStats stats;
   std::vector<StackRecord> stacks;  // by stack_id
+  KernelInfo kernel;                // for symbolizing elsewhere; empty: not written
 };
 
 // `ksyms` may be null: frames then print as raw addresses.
@@ -40,7 +42,8 @@ void prepare_output_dir(const std::string& dir);
 constexpr gid_t kNoGroup = static_cast<gid_t>(-1);
 void write_file_atomic(const std::string& path, const std::string& content, mode_t mode,
                        gid_t group = kNoGroup);
-// All four exports, mode 0640: raw kernel addresses defeat KASLR.
+// All four exports, and stack_map.kernel when the snapshot has kernel info;
+// mode 0640: raw kernel addresses defeat KASLR.
 void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms* ksyms,
                    gid_t group = kNoGroup);
 

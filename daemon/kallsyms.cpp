@@ -2,11 +2,14 @@
 #include "kallsyms.h"
 
 #include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <limits>
 #include <system_error>
 
@@ -153,6 +156,7 @@ Kallsyms Kallsyms::parse_from(std::string_view text, const std::string& source) 
     if (!line) throw Error(malformed_line_error(source, line_number, text_line));
     any_line = true;
     all_zero = all_zero && line->addr == 0;
+    if (line->name == "_text" && line->module.empty()) result.text_address_ = line->addr;
     if (!is_text(line->type)) continue;
     Symbol symbol{line->addr, static_cast<uint32_t>(result.arena_.size()), 0,
                   static_cast<uint16_t>(line->name.size()), 0};
@@ -218,6 +222,65 @@ std::string Kallsyms::format(uint64_t ip) const {
     out += ']';
   }
   return out;
+}
+
+Kallsyms Kallsyms::rebased(uint64_t runtime_text) const {
+  if (text_address_ == 0)
+    throw Error("the symbol table has no _text symbol, so the KASLR slide cannot be applied: "
+                "pass an unmodified kallsyms or vmlinux");
+  const uint64_t slide = runtime_text - text_address_;  // modulo 2^64: either direction
+  Kallsyms out;
+  out.arena_ = arena_;
+  for (const Symbol& s : symbols_)
+    if (s.module_len == 0) out.symbols_.push_back({s.addr + slide, s.name_offset, 0, s.name_len, 0});
+  // A slide keeps the order, except across the top of the address space.
+  std::sort(out.symbols_.begin(), out.symbols_.end(),
+            [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; });
+  out.text_address_ = runtime_text;
+  return out;
+}
+
+Kallsyms Kallsyms::from_vmlinux(const std::string& path) {
+  if (elf_version(EV_CURRENT) == EV_NONE) throw Error("libelf is unusable: " + std::string(elf_errmsg(-1)));
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw Error(read_error(path, errno));
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
+  if (!elf || elf_kind(elf) != ELF_K_ELF) {
+    if (elf) elf_end(elf);
+    throw Error(path + " is not an ELF file: pass the vmlinux (with symbols) of the traced kernel");
+  }
+  // Rewritten as kallsyms lines, so one parser gives both the same rules.
+  std::string text;
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_SYMTAB) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    const size_t count = shdr.sh_entsize ? shdr.sh_size / shdr.sh_entsize : 0;
+    for (size_t i = 0; data && i < count; ++i) {
+      GElf_Sym sym;
+      if (!gelf_getsym(data, static_cast<int>(i), &sym) || sym.st_shndx == SHN_UNDEF ||
+          sym.st_shndx >= SHN_LORESERVE)
+        continue;
+      const int type = GELF_ST_TYPE(sym.st_info);
+      if (type != STT_FUNC && type != STT_NOTYPE) continue;
+      GElf_Shdr owner;
+      Elf_Scn* section = elf_getscn(elf, sym.st_shndx);
+      if (!section || !gelf_getshdr(section, &owner) || !(owner.sh_flags & SHF_EXECINSTR)) continue;
+      const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+      // Skip unnamed and mapping symbols ($x, $d on arm64).
+      if (!name || !*name || name[0] == '$' || std::strpbrk(name, " \t\n")) continue;
+      char addr[16];
+      text.append(addr, std::to_chars(addr, addr + sizeof(addr), sym.st_value, 16).ptr);
+      text += GELF_ST_BIND(sym.st_info) == STB_LOCAL ? " t " : " T ";
+      text += name;
+      text += '\n';
+    }
+  }
+  elf_end(elf);
+  if (text.empty())
+    throw Error(path + " has no text symbols: pass a vmlinux that was not stripped");
+  return parse_from(text, path);
 }
 
 size_t Kallsyms::size() const { return symbols_.size(); }

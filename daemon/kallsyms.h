@@ -32,6 +32,17 @@ class Kallsyms {
   };
   std::optional<Match> lookup(uint64_t ip) const;
 
+  // Text symbols of a vmlinux ELF (its .symtab), at their link-time addresses.
+  static Kallsyms from_vmlinux(const std::string& path);
+
+  // Where this table puts the kernel's `_text` (0 when it has none): with the
+  // runtime address recorded on the device, the KASLR slide.
+  uint64_t text_address() const { return text_address_; }
+  // This table as on a boot whose `_text` is at `runtime_text`: core-kernel
+  // symbols shift by the KASLR slide; module symbols are dropped, since
+  // modules load at addresses of their own. Throws Error without `_text`.
+  Kallsyms rebased(uint64_t runtime_text) const;
+
   size_t size() const;            // number of symbols kept (text symbols, aliases removed)
   bool addresses_hidden() const;  // every address is 0: kptr_restrict, or not root
 
@@ -51,6 +62,7 @@ class Kallsyms {
   std::string arena_;            // every kept name and module name, back to back
   std::vector<Symbol> symbols_;  // sorted by address, one per address
   bool addresses_hidden_ = false;
+  uint64_t text_address_ = 0;
 };
 
 }  // namespace stackmapd

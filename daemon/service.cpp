@@ -115,6 +115,7 @@ class Service {
   DaemonConfig config_;
   std::unique_ptr<BpfSession> session_;
   std::optional<Kallsyms> ksyms_;
+  KernelInfo kernel_;
   bool stop_ = false;
 };
 
@@ -138,11 +139,14 @@ void Service::load_symbols() {
     spdlog::warn("{}: exports keep raw frames", e.what());
     ksyms_.reset();
   }
+  kernel_ = KernelInfo::probe(symbols());
 }
 
 void Service::export_now() {
   session_->drain(0);
-  write_exports(config_.export_dir, session_->snapshot(), symbols(), config_.group_id());
+  Snapshot snap = session_->snapshot();
+  snap.kernel = kernel_;
+  write_exports(config_.export_dir, snap, symbols(), config_.group_id());
 }
 
 void Service::update_status() {

@@ -32,10 +32,11 @@ start_load
 rc=$?
 stop_load
 check "session exits 0 ($(tail -1 "$tmp/run.err"))" [ $rc -eq 0 ]
-for f in stack_map stack_map_stat stack_map_bin stack_map.json; do
+for f in stack_map stack_map_stat stack_map_bin stack_map.json stack_map.kernel; do
   check "$f written" [ -s "$out/$f" ]
 done
-check "no temporary files left" [ "$(ls -A "$out" | wc -l)" -eq 4 ]
+check "no temporary files left" [ "$(ls -A "$out" | wc -l)" -eq 5 ]
+check "stack_map.kernel is 0640 (it holds where _text is)" [ "$(stat -c %a "$out/stack_map.kernel")" = 640 ]
 check "stack_map_bin is 0640 (raw addresses)" [ "$(stat -c %a "$out/stack_map_bin")" = 640 ]
 check "stack_map.json is 0640 (raw addresses)" [ "$(stat -c %a "$out/stack_map.json")" = 640 ]
 
@@ -220,6 +221,47 @@ check "decode of stack_map.json gives the same folded stacks" cmp -s "$tmp/flame
 "$BIN" decode "$tmp/flame/stack_map_bin" --kallsyms /proc/kallsyms --folded - > "$tmp/bin.folded" 2> /dev/null
 check "decode of stack_map_bin gives the same folded stacks" cmp -s "$tmp/flame.folded" "$tmp/bin.folded"
 
+# Offline symbolization: what the export records lets a kallsyms from another
+# boot (another KASLR slide) or a vmlinux resolve the raw frames.
+check "stack_map.kernel records the release, build id and _text" \
+  grep -qx "text 0x$(awk '$3 == "_text" {print $1; exit}' /proc/kallsyms | sed 's/^0*//')" "$out/stack_map.kernel"
+check "stack_map.json carries the same" grep -q '"build_id": "[0-9a-f]\{40\}"' "$out/stack_map.json"
+"$PY" - /proc/kallsyms "$tmp/other_boot.kallsyms" <<'PYEOF'
+import sys
+# The same kernel on a boot with another KASLR slide: core symbols move 1 GiB.
+with open(sys.argv[1]) as src, open(sys.argv[2], "w") as dst:
+    for line in src:
+        addr, rest = line.split(" ", 1)
+        if "[" not in rest:
+            addr = "%016x" % ((int(addr, 16) - (1 << 30)) % (1 << 64))
+        dst.write(addr + " " + rest)
+PYEOF
+"$BIN" decode "$out/stack_map_bin" --kallsyms "$tmp/other_boot.kallsyms" > "$tmp/slid.txt" 2> "$tmp/slid.err"
+check "a kallsyms from another boot resolves the frames after the recorded slide" cmp -s "$tmp/slid.txt" "$out/stack_map"
+check "decode says it applied the slide" grep -q "applying that KASLR slide" "$tmp/slid.err"
+cat > "$tmp/k.c" <<'CEOF'
+void _text(void) {}
+void alpha(void) { __asm__ volatile("nop; nop; nop; nop; nop; nop; nop; nop"); }
+void beta(void) { __asm__ volatile("nop; nop; nop; nop; nop; nop; nop; nop"); }
+void omega(void) {}
+CEOF
+gcc -O0 -nostdlib -static -no-pie -fno-pic -mcmodel=kernel -Wl,-Ttext=0xffffffff81000000 \
+  -Wl,-e,_text -o "$tmp/vmlinux" "$tmp/k.c"
+mkdir -p "$tmp/device"
+"$PY" - "$tmp/vmlinux" "$tmp/device" <<'PYEOF'
+import struct, subprocess, sys
+syms = {l.split()[2]: int(l.split()[0], 16) for l in subprocess.check_output(["nm", sys.argv[1]], text=True).splitlines()}
+slide = 0x2a00000  # where this boot's KASLR put the kernel
+ips = [syms["beta"] + 3 + slide, syms["alpha"] + 5 + slide]
+data = struct.pack("<IIII", 0x464D5342, 2, 1, 0) + struct.pack("<IIII", 77, len(ips), 9, 0)
+data += b"".join(struct.pack("<Q", ip) for ip in ips)
+open(sys.argv[2] + "/stack_map_bin", "wb").write(data)
+open(sys.argv[2] + "/stack_map.kernel", "w").write("release test\nbuild_id -\ntext 0x%x\n" % (syms["_text"] + slide))
+PYEOF
+"$BIN" decode "$tmp/device/stack_map_bin" --vmlinux "$tmp/vmlinux" > "$tmp/vmlinux.txt" 2> /dev/null
+check "--vmlinux with the recorded slide resolves the frames" \
+  [ "$(sed -n '2,3p' "$tmp/vmlinux.txt" | tr -s ' ' | tr '\n' '|')" = " [0] beta+0x3/0xf| [1] alpha+0x5/0xf|" ]
+
 # --- bad input: one line, non-zero exit, nothing lost -----------------------
 expect_error() {  # expect_error KEYWORD ARGS...
   local key=$1; shift
@@ -246,6 +288,8 @@ expect_error "cannot write the trace" "$BIN" --trace /proc/nope/trace.txt --dura
 expect_error "--cpu 4096 does not exist" "$BIN" --cpu 4096 --duration 1
 expect_error "--svg /proc/nope/f.svg: cannot write in /proc/nope" "$BIN" --svg /proc/nope/f.svg --duration 1
 expect_error "is a JSON export" "$BIN" decode "$tmp/flame/stack_map.json"
+expect_error "is not an ELF file" "$BIN" decode "$out/stack_map_bin" --vmlinux "$tmp/other_boot.kallsyms"
+expect_error "not both" "$BIN" decode "$out/stack_map_bin" --vmlinux "$tmp/vmlinux" --kallsyms /proc/kallsyms
 expect_error "no traceable kernel function 'no_such_function_x'" "$BIN" -f no_such_function_x --duration 1
 if bpftool feature probe kernel 2> /dev/null | grep -q "program_type tracing is available"; then
   "$BIN" -f vfs_read --duration 2 --top 3 > "$tmp/fentry.txt" 2>&1 &
