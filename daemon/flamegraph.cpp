@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/error.h"
+#include "daemon/exports.h"
 #include "daemon/kallsyms.h"
 
 namespace stackmapd {
@@ -16,12 +17,6 @@ namespace stackmapd {
 namespace {
 
 using nlohmann::json;
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 std::string frame_name(std::string_view name, std::string_view module) {
   std::string out(name);
@@ -252,7 +247,8 @@ std::vector<SymbolizedStack> symbolize_stacks(const std::vector<StackRecord>& st
     sym.frames.reserve(s.ips.size());
     for (uint64_t ip : s.ips) {
       const auto match = ksyms ? ksyms->lookup(ip) : std::nullopt;
-      sym.frames.push_back(match ? frame_name(match->name, match->module) : hex(ip));
+      sym.frames.push_back(match ? frame_name(match->name, match->module)
+                                : symbolize(ip, nullptr));
     }
     out.push_back(std::move(sym));
   }

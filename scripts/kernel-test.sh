@@ -23,6 +23,8 @@
 #   --stackmapd PATH  static program to run in the guest as the tracefs backend
 #                     check (default: build tests/kernel/tracefs_check.cpp)
 #   --no-stackmapd    skip the daemon's tracefs backend
+#   --daemon PATH     also run this static stackmapd in the guest as
+#                     `stackmapd --backend tracefs` (-DSTACKMAPD_STATIC=ON)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +37,7 @@ QEMU_TIMEOUT=${QEMU_TIMEOUT:-900}
 deps=1
 variants="min debug"
 stackmapd_bin=""
+daemon_bin=""
 want_stackmapd=1
 
 while [ $# -gt 0 ]; do
@@ -43,7 +46,8 @@ while [ $# -gt 0 ]; do
 	--only) variants=$2; shift ;;
 	--stackmapd) stackmapd_bin=$2; shift ;;
 	--no-stackmapd) want_stackmapd=0 ;;
-	-h|--help) sed -n '3,26p' "$0"; exit 0 ;;
+	--daemon) daemon_bin=$2; shift ;;
+	-h|--help) sed -n '3,28p' "$0"; exit 0 ;;
 	*) echo "kernel-test: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -163,6 +167,11 @@ build_initramfs() {
 	cp -r "$SRC/tools/testing/selftests/ftrace" "$r/ftrace"
 	if [ -n "$stackmapd_bin" ]; then
 		install -m 0755 "$stackmapd_bin" "$r/bin/stackmapd-tracefs-check"
+	fi
+	if [ -n "$daemon_bin" ]; then
+		file -L "$daemon_bin" 2>/dev/null | grep -q "statically linked" ||
+			log "warning: $daemon_bin may not be static; the guest has no libraries"
+		install -m 0755 "$daemon_bin" "$r/bin/stackmapd"
 	fi
 	(cd "$r" && find . | cpio -o -H newc --quiet | gzip -1) > "$INITRD"
 }
