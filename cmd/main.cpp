@@ -32,6 +32,7 @@
 #include "daemon/pinning.h"
 #include "daemon/preflight.h"
 #include "daemon/service.h"
+#include "daemon/tracefs_session.h"
 #include "daemon/tracer.h"
 
 namespace {
@@ -77,6 +78,7 @@ struct TraceArgs {
   uint32_t verify = 0;
   uint32_t ringbuf_kb = 8192;
   std::string socket = std::string(kDefaultRuntimeDir) + "/" + kControlSocket;
+  std::string backend = "auto";
 };
 
 struct DecodeArgs {
@@ -126,6 +128,29 @@ std::optional<Kallsyms> load_host_symbols() {
   return std::nullopt;
 }
 
+// The BPF path, or the kernel's own stack map in tracefs (the companion
+// patch series) where BPF cannot be used: same exports either way.
+Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt) {
+  bool tracefs = args.backend == "tracefs";
+  if (args.backend == "auto") {
+    try {
+      check_privileges();
+      check_btf();
+    } catch (const Error& e) {
+      if (!tracefs_stackmap_available()) throw;
+      spdlog::warn("{}: using the kernel's stack map in tracefs instead", e.what());
+      tracefs = true;
+    }
+  }
+  if (!tracefs) return trace(opt);
+  if (!args.functions.empty() || args.profile_hz || !args.trace.empty() || args.verify)
+    throw Error("-f, --profile, --trace and --verify need the BPF backend: drop them for --backend tracefs");
+  if (args.bits != SMT_DEFAULT_BITS)
+    spdlog::warn("--bits does not apply to the tracefs backend: the kernel's table size is set "
+                 "with ftrace_stackmap.bits= on its command line");
+  return trace_tracefs(opt.session.events, opt.duration_s, opt.drain_interval_ms);
+}
+
 int run_trace(const TraceArgs& args) {
   // `--top N` alone asks the running daemon, like `stackmapd ctl top N`.
   if (args.top && args.events.empty() && args.functions.empty() && !args.profile_hz &&
@@ -165,7 +190,7 @@ int run_trace(const TraceArgs& args) {
   opt.session.ringbuf_bytes = kb * 1024;
   if (!args.output.empty()) prepare_output_dir(args.output);
 
-  Snapshot snap = trace(opt);
+  Snapshot snap = run_backend(args, opt);
   std::optional<Kallsyms> ksyms = load_host_symbols();
   const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
   snap.kernel = KernelInfo::probe(ks);
@@ -329,6 +354,10 @@ int main(int argc, char** argv) {
                  "stack (verify_ok/verify_mismatch in stack_map_stat)");
   app.add_option("--ringbuf-kb", trace_args.ringbuf_kb,
                  "Ring buffer size in KiB, a power of two (16 B per event until drained)")
+      ->capture_default_str();
+  app.add_option("--backend", trace_args.backend,
+                 "bpf, tracefs (the kernel's options/stackmap, for kernels without BPF), or auto")
+      ->check(CLI::IsMember({"auto", "bpf", "tracefs"}))
       ->capture_default_str();
   app.add_option("--socket", trace_args.socket, "The daemon's control socket")->capture_default_str();
 

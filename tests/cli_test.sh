@@ -283,6 +283,8 @@ expect_error "--duration" "$BIN" --duration 0
 expect_error "output directory" "$BIN" --output /proc/stackmapd/out --duration 1
 expect_error "--bogus" "$BIN" --bogus
 expect_error "--ringbuf-kb 100" "$BIN" --ringbuf-kb 100
+expect_error "this kernel has no ftrace stackmap" "$BIN" --backend tracefs --duration 1
+expect_error "--backend: nope not in" "$BIN" --backend nope
 expect_error "--trace and --verify cannot be combined" "$BIN" --trace "$tmp/x.txt" --verify 3
 expect_error "cannot write the trace" "$BIN" --trace /proc/nope/trace.txt --duration 1
 expect_error "--cpu 4096 does not exist" "$BIN" --cpu 4096 --duration 1
