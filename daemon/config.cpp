@@ -36,6 +36,10 @@ void add_daemon_options(CLI::App& app, DaemonConfig& c) {
       ->capture_default_str();
   app.add_option("--verify", c.verify, "Check 1 in N events' frames against the table (0: off)")
       ->capture_default_str();
+  app.add_option("--history-max-kb", c.history_max_kb,
+                 "Keep each timed snapshot's stack_map_bin in export-dir/history, oldest removed "
+                 "beyond this many KiB (0: off)")
+      ->capture_default_str();
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ struct DaemonConfig {
   bool keep_pins = false;                 // keep the table across a clean stop and start
   uint32_t ringbuf_kb = 8192;
   uint32_t verify = 0;
+  uint64_t history_max_kb = 0;            // keep past stack_map_bin in export-dir/history; 0 = off
   std::string config_path = kDefaultConfig;
 
   // Checks every value; throws Error naming the bad one.

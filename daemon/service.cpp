@@ -21,6 +21,7 @@
 #include "daemon/control.h"
 #include "daemon/error.h"
 #include "daemon/exports.h"
+#include "daemon/history.h"
 #include "daemon/kallsyms.h"
 #include "daemon/preflight.h"
 
@@ -274,6 +275,8 @@ void Service::run() {
     }
     if (now >= next_export) {
       export_now();
+      if (config_.history_max_kb)
+        keep_history(config_.export_dir, config_.history_max_kb * 1024, config_.group_id());
       update_status();
       export_every = std::chrono::duration_cast<clock::duration>(
           std::chrono::duration<double>(config_.snapshot_interval));

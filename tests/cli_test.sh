@@ -262,6 +262,22 @@ PYEOF
 check "--vmlinux with the recorded slide resolves the frames" \
   [ "$(sed -n '2,3p' "$tmp/vmlinux.txt" | tr -s ' ' | tr '\n' '|')" = " [0] beta+0x3/0xf| [1] alpha+0x5/0xf|" ]
 
+# Always-on history: timed snapshots kept under export-dir/history within a disk cap.
+"$BIN" daemon --config /dev/null --export-dir "$tmp/always" --pin-dir "" --snapshot-interval 0.3 \
+  --history-max-kb 48 2> "$tmp/always.err" &
+pid=$!
+"$PY" -c "$LOOP" 4
+kill -TERM $pid
+wait $pid
+check "the daemon stops cleanly on SIGTERM" [ $? -eq 0 ]
+hist=$tmp/always/history
+check "history keeps several snapshots ($(ls "$hist" | grep -c stack_map_bin))" \
+  [ "$(ls "$hist" | grep -c '^[0-9]\{8\}T[0-9]\{6\}Z\.stack_map_bin$')" -ge 2 ]
+check "history stays within 48 KiB ($(cat "$hist"/* | wc -c) bytes)" [ "$(cat "$hist"/* | wc -c)" -le 49152 ]
+newest=$(ls "$hist" | grep stack_map_bin | tail -1)
+check "the newest history snapshot decodes" "$BIN" decode "$hist/$newest" > /dev/null 2>&1
+check "the final snapshot is written on shutdown" grep -q '^entries:' "$tmp/always/stack_map_stat"
+
 # --- bad input: one line, non-zero exit, nothing lost -----------------------
 expect_error() {  # expect_error KEYWORD ARGS...
   local key=$1; shift
