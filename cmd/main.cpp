@@ -183,11 +183,7 @@ int run_trace(const TraceArgs& args) {
   opt.duration_s = args.duration;
   if (!opt.duration_s && args.top) opt.duration_s = 5.0;
   opt.session.verify_every = args.verify;
-  const uint32_t kb = args.ringbuf_kb;
-  if (kb < 16 || kb > (1u << 20) || (kb & (kb - 1)))
-    throw Error("--ringbuf-kb " + std::to_string(kb) +
-                " is not a power of two from 16 to 1048576 (16 bytes per event id)");
-  opt.session.ringbuf_bytes = kb * 1024;
+  opt.session.ringbuf_bytes = ringbuf_bytes(args.ringbuf_kb);
   if (!args.output.empty()) prepare_output_dir(args.output);
 
   Snapshot snap = run_backend(args, opt);

@@ -50,10 +50,7 @@ SessionConfig DaemonConfig::session() const {
   s.bits = static_cast<uint32_t>(bits);
   if (events.empty()) throw Error("no events configured: set event = [\"kmem:kmem_cache_alloc\"]");
   for (const auto& e : events) s.events.push_back(Tracepoint::parse(e));
-  if (ringbuf_kb < 16 || ringbuf_kb > (1u << 20) || (ringbuf_kb & (ringbuf_kb - 1)))
-    throw Error("ringbuf-kb " + std::to_string(ringbuf_kb) +
-                " is not a power of two from 16 to 1048576");
-  s.ringbuf_bytes = ringbuf_kb * 1024;
+  s.ringbuf_bytes = ringbuf_bytes(ringbuf_kb);
   s.verify_every = verify;
   if (!(snapshot_interval >= 0.1 && snapshot_interval <= 86400))
     throw Error("snapshot-interval " + std::to_string(snapshot_interval) +

@@ -78,4 +78,11 @@ void check_bits(long bits) {
                 " (2^bits unique stacks, default " + std::to_string(SMT_DEFAULT_BITS) + ")");
 }
 
+uint32_t ringbuf_bytes(uint32_t kb) {
+  if (kb < 16 || kb > (1u << 20) || (kb & (kb - 1)))
+    throw Error("--ringbuf-kb " + std::to_string(kb) +
+                " is not a power of two from 16 to 1048576 (16 bytes per event id)");
+  return kb * 1024;
+}
+
 }  // namespace stackmapd

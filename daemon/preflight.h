@@ -3,6 +3,7 @@
 // run before anything is loaded so that nothing is left half-done.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,5 +21,7 @@ std::string find_tracefs_events();
 void check_tracepoints(const std::vector<Tracepoint>& events, const std::string& events_dir);
 // `--bits` within the RFC's range.
 void check_bits(long bits);
+// `--ringbuf-kb`: a power of two the kernel accepts; returns the size in bytes.
+uint32_t ringbuf_bytes(uint32_t kb);
 
 }  // namespace stackmapd
