@@ -19,7 +19,30 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
+#ifdef SMT_BPFLOADER
+/* Without bpf_loop the verifier walks every re-read of every probe in turn:
+ * 64 x 512 is past its limits. A writer needs ~100 ns; a reader that gives
+ * up sooner counts drop_busy, it never guesses. */
+#define SMT_MAX_SPINS 16
+#endif
 #include "stackmapd/abi.h"
+
+/*
+ * Two builds of this file:
+ *  - the daemon's own object (a skeleton): maps sized at load, settings in
+ *    .rodata, one fentry copy per traced function;
+ *  - -DSMT_BPFLOADER, the object another loader (Android's bpfloader) loads
+ *    and pins for `stackmapd --pinned`: such loaders create no global-data
+ *    maps, size maps from the ELF file, load each program section alone (no
+ *    subprograms, so no bpf_loop callback) and know no fentry sections.
+ */
+#ifdef SMT_BPFLOADER
+#define SMT_SEC(bpfloader, libbpf) SEC(bpfloader)
+#define SMT_SIZED(at_load, fixed) (fixed)
+#else
+#define SMT_SEC(bpfloader, libbpf) SEC(libbpf)
+#define SMT_SIZED(at_load, fixed) (at_load)
+#endif
 
 struct smt_table;	/* the BPF side reaches its table through global maps */
 
@@ -29,7 +52,7 @@ struct {
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct smt_slot);
-	__uint(max_entries, 1);		/* sized at load: 2^(bits+1) */
+	__uint(max_entries, SMT_SIZED(1, 2U << SMT_BPFLOADER_BITS));	/* 2^(bits+1) */
 } slots SEC(".maps");
 
 struct {
@@ -37,7 +60,7 @@ struct {
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct smt_elt);
-	__uint(max_entries, 1);		/* sized at load: 2^bits */
+	__uint(max_entries, SMT_SIZED(1, 1U << SMT_BPFLOADER_BITS));	/* 2^bits */
 } pool SEC(".maps");
 
 struct {
@@ -71,26 +94,62 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4 << 20);	/* resized at load */
+	__uint(max_entries, SMT_SIZED(4 << 20, SMT_BPFLOADER_RING_BYTES));
 } ids SEC(".maps");
 
-const volatile __u32 table_bits = SMT_DEFAULT_BITS;
+#ifdef SMT_BPFLOADER
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct smt_config);
+	__uint(max_entries, 1);
+} settings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct smt_globals);
+	__uint(max_entries, 1);
+} globals SEC(".maps");
+
+static __always_inline const volatile struct smt_config *get_config(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&settings, &zero);
+}
+
+static __always_inline struct smt_globals *get_globals(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&globals, &zero);
+}
+#else
 /* Waking the consumer costs microseconds per wakeup (an irq_work and a
  * reschedule), several times the whole stack capture. Records go in silently
  * and the daemon drains on a timer; only a ring filling up wakes it early. */
-const volatile __u64 wakeup_bytes = 1 << 20;
-/* --verify N: 1 in N events also sends its captured frames; 0 = off. */
-const volatile __u32 verify_every;
-/* --trace: send struct smt_trace_record instead of struct smt_id_record. */
-const volatile __u32 trace_records;
-/* --pid / --cpu: events of other processes or CPUs are not looked at. */
-const volatile __u32 filter_tgid;
-const volatile __u32 filter_cpu = SMT_ANY_CPU;
-/* The source index of this object's fentry program (one object per function). */
-const volatile __u32 fentry_source;
+const volatile struct smt_config settings = {
+	.wakeup_bytes = 1 << 20,
+	.table_bits = SMT_DEFAULT_BITS,
+	.filter_cpu = SMT_ANY_CPU,
+};
 
-struct smt_shared shared;
-struct smt_daemon_state daemon_state;
+struct smt_globals globals;
+
+/* Constant offsets into frozen .rodata: the verifier reads the values and
+ * prunes the branches of every setting that is off. */
+static __always_inline const volatile struct smt_config *get_config(void)
+{
+	return &settings;
+}
+
+static __always_inline struct smt_globals *get_globals(void)
+{
+	return &globals;
+}
+#endif
 
 static __always_inline struct smt_slot *smt_slot_at(struct smt_table *t, __u32 idx)
 {
@@ -104,6 +163,16 @@ static __always_inline struct smt_elt *smt_elt_at(struct smt_table *t, __u32 idx
 
 #include "stackmapd/stack_table.h"
 
+#ifdef SMT_BPFLOADER
+/* A bounded loop: 64 probes of up to 64-frame compares verify in ~170 k of
+ * the 1 M instruction budget. */
+static __always_inline void probe_table(struct smt_probe *p)
+{
+	for (__u32 i = 0; i < SMT_MAX_PROBES; i++)
+		if (smt_probe_step(NULL, p, i))
+			break;
+}
+#else
 static long probe_step_cb(__u32 i, void *ctx)
 {
 	/* The verifier does not carry i's bounds into the callback: re-check. */
@@ -111,6 +180,13 @@ static long probe_step_cb(__u32 i, void *ctx)
 		return 1;
 	return smt_probe_step(NULL, ctx, i);
 }
+
+/* bpf_loop keeps verification near 14 k instructions at no run-time cost. */
+static __always_inline void probe_table(struct smt_probe *p)
+{
+	bpf_loop(SMT_MAX_PROBES, probe_step_cb, p, 0);
+}
+#endif
 
 static __always_inline void count(__u64 *c, enum smt_counter which)
 {
@@ -131,12 +207,14 @@ static __always_inline enum smt_counter drop_counter(enum smt_status s)
 
 /* Sends the captured frames with the id, 1 in verify_every events. Returns
  * 0 when the plain record is to be sent instead. */
-static __always_inline int submit_verify(struct stack_buf *buf, struct smt_probe *p,
+static __always_inline int submit_verify(const volatile struct smt_config *cfg,
+					 struct stack_buf *buf, struct smt_probe *p,
 					 __u32 epoch, __u64 flags)
 {
 	struct smt_verify_record *v;
+	__u32 every = cfg->verify_every;
 
-	if (!verify_every || ++buf->verify_countdown < verify_every)
+	if (!every || ++buf->verify_countdown < every)
 		return 0;
 	buf->verify_countdown = 0;
 	v = bpf_ringbuf_reserve(&ids, sizeof(*v), 0);
@@ -167,19 +245,27 @@ static __always_inline void fill_trace(struct smt_trace_record *t, struct smt_pr
 	bpf_get_current_comm(t->comm, sizeof(t->comm));
 }
 
-static __always_inline int record_in(void *ctx, struct stack_buf *buf, __u32 source,
-				     struct smt_cpu_counters *cpu)
+/* The record's size must be a constant the verifier sees on each path. */
+static __always_inline void *reserve_record(__u32 trace)
 {
+	if (trace)
+		return bpf_ringbuf_reserve(&ids, sizeof(struct smt_trace_record), 0);
+	return bpf_ringbuf_reserve(&ids, sizeof(struct smt_id_record), 0);
+}
+
+static __always_inline int record_in(void *ctx, const volatile struct smt_config *cfg,
+				     struct smt_globals *g, struct stack_buf *buf,
+				     __u32 source, struct smt_cpu_counters *cpu)
+{
+	__u32 state, epoch, trace = cfg->trace_records;
 	struct smt_probe p;
-	__u32 state, epoch;
 	__u64 flags, *cnt;
 	void *rec;
 	long len;
 
-	rec = bpf_ringbuf_reserve(&ids, trace_records ? sizeof(struct smt_trace_record) :
-							  sizeof(struct smt_id_record), 0);
+	rec = reserve_record(trace);
 	cpu->events++;
-	state = *(volatile __u32 *)&shared.state;
+	state = *(volatile __u32 *)&g->shared.state;
 	epoch = SMT_STATE_EPOCH(state);
 	cnt = cpu->epoch[epoch & 1];
 	if (!rec) {
@@ -198,9 +284,9 @@ static __always_inline int record_in(void *ctx, struct stack_buf *buf, __u32 sou
 		return 0;
 	}
 
-	smt_probe_init(&p, &shared, buf->ips, len / sizeof(__u64), table_bits,
-		       shared.hash_seed);
-	bpf_loop(SMT_MAX_PROBES, probe_step_cb, &p, 0);
+	smt_probe_init(&p, &g->shared, buf->ips, len / sizeof(__u64), cfg->table_bits,
+		       g->shared.hash_seed);
+	probe_table(&p);
 	smt_probe_finish(&p);
 	if (p.status != SMT_FOUND && p.status != SMT_INSERTED) {
 		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
@@ -208,12 +294,12 @@ static __always_inline int record_in(void *ctx, struct stack_buf *buf, __u32 sou
 		return 0;
 	}
 
-	flags = bpf_ringbuf_query(&ids, BPF_RB_AVAIL_DATA) >= wakeup_bytes ?
+	flags = bpf_ringbuf_query(&ids, BPF_RB_AVAIL_DATA) >= cfg->wakeup_bytes ?
 		BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-	if (trace_records) {
+	if (trace) {
 		fill_trace(rec, &p, epoch, source);
 		bpf_ringbuf_submit(rec, flags);
-	} else if (submit_verify(buf, &p, epoch, flags)) {
+	} else if (submit_verify(cfg, buf, &p, epoch, flags)) {
 		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
 	} else {
 		((struct smt_id_record *)rec)->stack_id = p.idx;
@@ -228,14 +314,18 @@ static __always_inline int record_in(void *ctx, struct stack_buf *buf, __u32 sou
 
 static __always_inline int record_stack(void *ctx, __u32 source)
 {
+	const volatile struct smt_config *cfg = get_config();
+	struct smt_globals *g = get_globals();
 	struct smt_cpu_counters *cpu;
 	struct stack_buf *buf;
 	__u32 zero = 0, level, *depth;
 	int ret = 0;
 
-	if (filter_tgid && bpf_get_current_pid_tgid() >> 32 != filter_tgid)
+	if (!cfg || !g)
 		return 0;
-	if (filter_cpu != SMT_ANY_CPU && bpf_get_smp_processor_id() != filter_cpu)
+	if (cfg->filter_tgid && bpf_get_current_pid_tgid() >> 32 != cfg->filter_tgid)
+		return 0;
+	if (cfg->filter_cpu != SMT_ANY_CPU && bpf_get_smp_processor_id() != cfg->filter_cpu)
 		return 0;
 	depth = bpf_map_lookup_elem(&nesting, &zero);
 	if (!depth)
@@ -246,7 +336,7 @@ static __always_inline int record_stack(void *ctx, __u32 source)
 	buf = bpf_map_lookup_elem(&scratch, &level);
 	cpu = bpf_map_lookup_elem(&counters, &level);
 	if (buf && cpu) {
-		ret = record_in(ctx, buf, source, cpu);
+		ret = record_in(ctx, cfg, g, buf, source, cpu);
 	} else {
 		/* Deeper than any context can nest: count it, atomically, in
 		 * the last level, which its rightful user may be updating. */
@@ -255,7 +345,7 @@ static __always_inline int record_stack(void *ctx, __u32 source)
 		cpu = bpf_map_lookup_elem(&counters, &last);
 		if (cpu) {
 			__sync_fetch_and_add(&cpu->events, 1);
-			__sync_fetch_and_add(&cpu->epoch[SMT_STATE_EPOCH(shared.state) & 1]
+			__sync_fetch_and_add(&cpu->epoch[SMT_STATE_EPOCH(g->shared.state) & 1]
 							[SMC_DROP_NESTED], 1);
 		}
 	}
@@ -263,23 +353,27 @@ static __always_inline int record_stack(void *ctx, __u32 source)
 	return ret;
 }
 
-SEC("tracepoint")
+/* bpfloader pins these as prog_stackmapd_tracepoint_stackmapd and
+ * prog_stackmapd_perf_event_stackmapd. */
+SMT_SEC("tracepoint/stackmapd", "tracepoint")
 int stackmapd_tracepoint(void *ctx)
 {
 	return record_stack(ctx, bpf_get_attach_cookie(ctx));
 }
 
-SEC("perf_event")
+SMT_SEC("perf_event/stackmapd", "perf_event")
 int stackmapd_profile(void *ctx)
 {
 	return record_stack(ctx, bpf_get_attach_cookie(ctx));
 }
 
+#ifndef SMT_BPFLOADER
 /* Its target is set before load; the daemon loads one copy per function. */
 SEC("fentry")
 int stackmapd_fentry(__u64 *ctx)
 {
-	return record_stack(ctx, fentry_source);
+	return record_stack(ctx, get_config()->fentry_source);
 }
+#endif
 
 char LICENSE[] SEC("license") = "GPL";

@@ -79,6 +79,7 @@ struct TraceArgs {
   uint32_t ringbuf_kb = 8192;
   std::string socket = std::string(kDefaultRuntimeDir) + "/" + kControlSocket;
   std::string backend = "auto";
+  std::string pinned;
 };
 
 struct DecodeArgs {
@@ -132,6 +133,10 @@ std::optional<Kallsyms> load_host_symbols() {
 // patch series) where BPF cannot be used: same exports either way.
 Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt) {
   bool tracefs = args.backend == "tracefs";
+  if (!args.pinned.empty()) {
+    if (tracefs) throw Error("--pinned uses BPF programs: drop --backend tracefs");
+    return trace(opt);
+  }
   if (args.backend == "auto") {
     try {
       check_privileges();
@@ -184,6 +189,7 @@ int run_trace(const TraceArgs& args) {
   if (!opt.duration_s && args.top) opt.duration_s = 5.0;
   opt.session.verify_every = args.verify;
   opt.session.ringbuf_bytes = ringbuf_bytes(args.ringbuf_kb);
+  opt.session.pinned_dir = args.pinned;
   if (!args.output.empty()) prepare_output_dir(args.output);
 
   Snapshot snap = run_backend(args, opt);
@@ -355,6 +361,9 @@ int main(int argc, char** argv) {
                  "bpf, tracefs (the kernel's options/stackmap, for kernels without BPF), or auto")
       ->check(CLI::IsMember({"auto", "bpf", "tracefs"}))
       ->capture_default_str();
+  app.add_option("--pinned", trace_args.pinned,
+                 "Use the programs and maps another loader (Android's bpfloader) pinned in DIR from "
+                 "stackmapd.o (share/stackmapd/bpfloader/) instead of loading our own");
   app.add_option("--socket", trace_args.socket, "The daemon's control socket")->capture_default_str();
 
   DecodeArgs decode_args;

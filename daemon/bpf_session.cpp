@@ -5,6 +5,7 @@
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
 #include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/random.h>
@@ -12,9 +13,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "daemon/error.h"
 #include "daemon/pinning.h"
+#include "daemon/preflight.h"
 #include "stackmapd.skel.h"
 
 namespace stackmapd {
@@ -38,24 +41,45 @@ void* map_memory(int fd, size_t len, int prot, off_t offset, const std::string& 
   return p;
 }
 
+smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_bytes) {
+  smt_config s = {};
+  s.table_bits = bits;
+  s.wakeup_bytes = ring_bytes / 4;
+  s.verify_every = c.verify_every;
+  s.trace_records = c.trace;
+  s.filter_tgid = c.filter_pid;
+  s.filter_cpu = c.filter_cpu;
+  return s;
+}
+
 void configure_rodata(stackmapd_bpf* skel, const SessionConfig& c) {
-  skel->rodata->table_bits = c.bits;
-  skel->rodata->wakeup_bytes = c.ringbuf_bytes / 4;
-  skel->rodata->verify_every = c.verify_every;
-  skel->rodata->trace_records = c.trace;
-  skel->rodata->filter_tgid = c.filter_pid;
-  skel->rodata->filter_cpu = c.filter_cpu;
+  skel->rodata->settings = settings_for(c, c.bits, c.ringbuf_bytes);
 }
 
 int perf_event_open(perf_event_attr* attr, pid_t pid, int cpu) {
   return static_cast<int>(syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC));
 }
 
-void* map_array(bpf_map* map, size_t* len, int prot) {
+// Maps a whole BPF array into memory (BPF_F_MMAPABLE).
+void* map_array(int fd, size_t* len, int prot, const std::string& what) {
+  bpf_map_info info = {};
+  uint32_t info_len = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &info_len) != 0)
+    throw Error("cannot inspect BPF map " + what + ": " + errno_text(errno));
   long page = sysconf(_SC_PAGESIZE);
-  size_t bytes = static_cast<size_t>(bpf_map__value_size(map)) * bpf_map__max_entries(map);
+  size_t bytes = static_cast<size_t>(info.value_size) * info.max_entries;
   *len = (bytes + page - 1) / page * page;
-  return map_memory(bpf_map__fd(map), *len, prot, 0, std::string("BPF map ") + bpf_map__name(map));
+  return map_memory(fd, *len, prot, 0, "BPF map " + what);
+}
+
+uint64_t tracepoint_id(const Tracepoint& tp) {
+  const std::string path = find_tracefs_events() + "/" + tp.category + "/" + tp.name + "/id";
+  std::ifstream in(path);
+  uint64_t id = 0;
+  if (!(in >> id))
+    throw Error("cannot attach to tracepoint " + tp.str() + ": no " + path +
+                ": check that it is listed in /sys/kernel/tracing/available_events");
+  return id;
 }
 
 }  // namespace
@@ -70,13 +94,34 @@ Tracepoint Tracepoint::parse(std::string_view spec) {
 }
 
 BpfSession::BpfSession(const SessionConfig& config)
-    : bits_(config.bits), pin_dir_(config.pin_dir), store_(1u << (config.bits + 1)) {
-  skel_ = stackmapd_bpf__open();
-  if (!skel_) throw Error("cannot open the BPF object: " + errno_text(errno));
-
+    : pins_(config.pinned_dir.empty() ? nullptr : std::make_unique<LoaderPins>(config.pinned_dir)),
+      bits_(pins_ ? pins_->bits : config.bits),
+      pin_dir_(pins_ ? "" : config.pin_dir),
+      store_(2u << bits_) {
   if (config.trace && config.verify_every)
     throw Error("--trace and --verify cannot be combined: a verify sample replaces the event's "
                 "trace record; use one at a time");
+  // Pins of a previous session (ours) or a loader's: continue their table.
+  const bool pinned_table = pins_ ? (use_pins(config), true) : load_own(config);
+  try {
+    map_table();
+    if (pinned_table && book().layout_version != 0)
+      resume(pins_ ? config.pinned_dir : pin_dir_);
+    else
+      start_fresh();  // our fresh .bss, or maps as a loader created them: zeroed
+    reattach(config.events);
+    attach_functions(config);
+    if (config.profile_hz) attach_profile(config.profile_hz, config.filter_cpu);
+  } catch (...) {
+    teardown();
+    throw;
+  }
+}
+
+// Returns whether the table was taken over from our own pins.
+bool BpfSession::load_own(const SessionConfig& config) {
+  skel_ = stackmapd_bpf__open();
+  if (!skel_) throw Error("cannot open the BPF object: " + errno_text(errno));
   configure_rodata(skel_, config);
   bpf_program__set_autoload(skel_->progs.stackmapd_profile, config.profile_hz > 0);
   bpf_program__set_autoload(skel_->progs.stackmapd_fentry, false);
@@ -114,27 +159,53 @@ BpfSession::BpfSession(const SessionConfig& config)
     throw Error("the kernel refused the BPF program or its maps (" + errno_text(err) +
                 "): run with -v to see libbpf's log and the verifier's");
   }
+  slots_fd_ = bpf_map__fd(skel_->maps.slots);
+  pool_fd_ = bpf_map__fd(skel_->maps.pool);
+  counters_fd_ = bpf_map__fd(skel_->maps.counters);
+  ids_fd_ = bpf_map__fd(skel_->maps.ids);
+  tracepoint_prog_ = bpf_program__fd(skel_->progs.stackmapd_tracepoint);
+  profile_prog_ = config.profile_hz ? bpf_program__fd(skel_->progs.stackmapd_profile) : -1;
+  globals_ = &skel_->bss->globals;
+  return take_over;
+}
 
-  try {
-    slots_ = static_cast<smt_slot*>(map_array(skel_->maps.slots, &slots_len_, PROT_READ | PROT_WRITE));
-    pool_ = static_cast<const smt_elt*>(map_array(skel_->maps.pool, &pool_len_, PROT_READ));
-    long page = sysconf(_SC_PAGESIZE);
-    int ring = ring_fd();
-    ring_consumer_ = map_memory(ring, page, PROT_READ, 0, "the ring buffer's consumer page");
-    ring_producer_ = map_memory(ring, page, PROT_READ, page, "the ring buffer's producer page");
-    ring_ = ring_buffer__new(ring, on_record, this, nullptr);
-    if (!ring_) throw Error("cannot set up the ring-buffer consumer: " + errno_text(errno));
-    if (take_over)
-      resume_from_pins();
-    else
-      start_fresh();
-    reattach(config.events);
-    attach_functions(config);
-    if (config.profile_hz) attach_profile(config.profile_hz, config.filter_cpu);
-  } catch (...) {
-    teardown();
-    throw;
-  }
+// Nothing is loaded or created: the loader did that, we write the settings.
+void BpfSession::use_pins(const SessionConfig& config) {
+  if (!config.functions.empty())
+    throw Error("-f needs stackmapd's own BPF object (one fentry program per function); with "
+                "--pinned use -e tracepoints or --profile");
+  if (config.profile_hz && pins_->profile_prog < 0)
+    throw Error("--profile: " + config.pinned_dir + "/" +
+                LoaderPins::prog_pin("perf_event/stackmapd") +
+                " is missing: the loader must load stackmapd.o's perf_event section too");
+  if (config.bits != SMT_DEFAULT_BITS && config.bits != bits_)
+    spdlog::warn("--bits {} ignored: the pinned table holds 2^{} stacks, fixed when stackmapd.o "
+                 "was built (SMT_BPFLOADER_BITS)", config.bits, bits_);
+  slots_fd_ = pins_->slots;
+  pool_fd_ = pins_->pool;
+  counters_fd_ = pins_->counters;
+  ids_fd_ = pins_->ids;
+  tracepoint_prog_ = pins_->tracepoint_prog;
+  profile_prog_ = pins_->profile_prog;
+  const uint32_t zero = 0;
+  const smt_config settings = settings_for(config, bits_, pins_->ring_bytes);
+  if (bpf_map_update_elem(pins_->settings, &zero, &settings, BPF_ANY) != 0)
+    throw Error("--pinned: cannot write " + LoaderPins::map_pin("settings") + ": " +
+                errno_text(errno) + ": the daemon needs write access to the pinned maps");
+  globals_ = static_cast<smt_globals*>(
+      map_array(pins_->globals, &globals_len_, PROT_READ | PROT_WRITE, "globals"));
+}
+
+// The table's arrays and the ring, mapped once; idempotent.
+void BpfSession::map_table() {
+  if (ring_) return;
+  slots_ = static_cast<smt_slot*>(map_array(slots_fd_, &slots_len_, PROT_READ | PROT_WRITE, "slots"));
+  pool_ = static_cast<const smt_elt*>(map_array(pool_fd_, &pool_len_, PROT_READ, "pool"));
+  long page = sysconf(_SC_PAGESIZE);
+  ring_consumer_ = map_memory(ids_fd_, page, PROT_READ, 0, "the ring buffer's consumer page");
+  ring_producer_ = map_memory(ids_fd_, page, PROT_READ, page, "the ring buffer's producer page");
+  ring_ = ring_buffer__new(ids_fd_, on_record, this, nullptr);
+  if (!ring_) throw Error("cannot set up the ring-buffer consumer: " + errno_text(errno));
 }
 
 const std::vector<std::string>& BpfSession::pin_names() {
@@ -142,21 +213,20 @@ const std::vector<std::string>& BpfSession::pin_names() {
   return names;
 }
 
-smt_daemon_state& BpfSession::book() const { return skel_->bss->daemon_state; }
-
 void BpfSession::start_fresh() {
   hash_seed_ = random_seed();
-  skel_->bss->shared.hash_seed = hash_seed_;
+  globals_->shared = smt_shared{};
+  globals_->shared.hash_seed = hash_seed_;
   book() = smt_daemon_state{};
   book().layout_version = SMT_LAYOUT_VERSION;
   book().bits = bits_;
 }
 
 // Called before anything is attached: nothing writes the maps meanwhile.
-void BpfSession::resume_from_pins() {
-  smt_shared& shared = skel_->bss->shared;
+void BpfSession::resume(const std::string& where) {
+  smt_shared& shared = globals_->shared;
   if (book().layout_version != SMT_LAYOUT_VERSION || book().bits != bits_) {
-    spdlog::warn("the table pinned in {} is of layout {} (want {}): starting clean", pin_dir_,
+    spdlog::warn("the table pinned in {} is of layout {} (want {}): starting clean", where,
                  book().layout_version, SMT_LAYOUT_VERSION);
     clear_table();
     start_fresh();
@@ -178,23 +248,42 @@ void BpfSession::resume_from_pins() {
   discard_records_ = false;
   for (StackRecord& r : table_stacks()) store_.insert(r.stack_id, std::move(r.ips), r.ref_count);
   resumed_ = true;
-  spdlog::info("continuing the table pinned in {}: {} stacks, {} events, epoch {}", pin_dir_,
+  spdlog::info("continuing the table pinned in {}: {} stacks, {} events, epoch {}", where,
                store_.size(), store_.total_events(), epoch_);
 }
 
+BpfSession::PerfLink BpfSession::attach_perf(int prog_fd, int perf_fd, uint64_t cookie,
+                                             const std::string& what) {
+  // The cookie tells the shared program which source fired.
+  LIBBPF_OPTS(bpf_link_create_opts, opts, .perf_event = {.bpf_cookie = cookie});
+  int link = bpf_link_create(prog_fd, perf_fd, BPF_PERF_EVENT, &opts);
+  if (link < 0 || ioctl(perf_fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+    int err = errno;
+    if (link >= 0) close(link);
+    close(perf_fd);
+    throw Error("cannot attach to " + what + ": " + errno_text(err) +
+                (err == EINVAL ? ": the kernel needs BPF links on perf events (5.15+)" : ""));
+  }
+  return {perf_fd, link};
+}
+
 void BpfSession::reattach(const std::vector<Tracepoint>& events) {
-  for (bpf_link* link : tracepoint_links_) bpf_link__destroy(link);
+  for (const PerfLink& l : tracepoint_links_) close(l.link_fd), close(l.perf_fd);
   tracepoint_links_.clear();
   sources_.clear();
   for (const auto& tp : events) {
-    // The cookie tells the shared program which tracepoint fired.
-    LIBBPF_OPTS(bpf_tracepoint_opts, opts, .bpf_cookie = sources_.size());
-    bpf_link* link = bpf_program__attach_tracepoint_opts(
-        skel_->progs.stackmapd_tracepoint, tp.category.c_str(), tp.name.c_str(), &opts);
-    if (!link)
-      throw Error("cannot attach to tracepoint " + tp.str() + ": " + errno_text(errno) +
-                  ": check that it is listed in /sys/kernel/tracing/available_events");
-    tracepoint_links_.push_back(link);
+    perf_event_attr attr = {};
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_TRACEPOINT;
+    attr.config = tracepoint_id(tp);
+    attr.sample_period = 1;
+    // One event on CPU 0 is enough: the program runs wherever the tracepoint fires.
+    int fd = perf_event_open(&attr, -1, 0);
+    if (fd < 0)
+      throw Error("cannot open tracepoint " + tp.str() + ": " + errno_text(errno) +
+                  ": needs CAP_PERFMON (or root)");
+    tracepoint_links_.push_back(attach_perf(tracepoint_prog_, fd, sources_.size(),
+                                            "tracepoint " + tp.str()));
     sources_.push_back(tp.str());
   }
 }
@@ -213,7 +302,7 @@ void BpfSession::attach_functions(const SessionConfig& config) {
     stackmapd_bpf* obj = stackmapd_bpf__open();
     if (!obj) throw Error("cannot open the BPF object: " + errno_text(errno));
     configure_rodata(obj, config);
-    obj->rodata->fentry_source = static_cast<uint32_t>(sources_.size());
+    obj->rodata->settings.fentry_source = static_cast<uint32_t>(sources_.size());
     bpf_program__set_autoload(obj->progs.stackmapd_tracepoint, false);
     bpf_program__set_autoload(obj->progs.stackmapd_profile, false);
     bpf_program__set_attach_target(obj->progs.stackmapd_fentry, 0, fn.name.c_str());
@@ -240,7 +329,7 @@ void BpfSession::attach_functions(const SessionConfig& config) {
       continue;
     }
     fentry_objs_.push_back(obj);
-    links_.push_back(link);
+    fentry_links_.push_back(link);
     sources_.push_back(fn.name);
   }
   if (skipped)
@@ -263,15 +352,8 @@ void BpfSession::attach_profile(uint32_t hz, uint32_t filter_cpu) {
       throw Error("cannot sample CPU " + std::to_string(cpu) + " at " + std::to_string(hz) +
                   " Hz: " + errno_text(errno) +
                   (errno == EINVAL ? ": above kernel.perf_event_max_sample_rate?" : ""));
-    LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = source);
-    bpf_link* link = bpf_program__attach_perf_event_opts(skel_->progs.stackmapd_profile, fd, &opts);
-    if (!link) {
-      int err = errno;
-      close(fd);
-      throw Error("cannot attach the sampling program to CPU " + std::to_string(cpu) + ": " +
-                  errno_text(err));
-    }
-    links_.push_back(link);
+    profile_links_.push_back(attach_perf(profile_prog_, fd, source,
+                                         "CPU " + std::to_string(cpu) + " sampling"));
   }
   sources_.push_back("profile");
 }
@@ -283,10 +365,12 @@ void BpfSession::unpin() {
 BpfSession::~BpfSession() { teardown(); }
 
 void BpfSession::detach() {
-  for (bpf_link* link : tracepoint_links_) bpf_link__destroy(link);
-  for (bpf_link* link : links_) bpf_link__destroy(link);
+  for (const PerfLink& l : tracepoint_links_) close(l.link_fd), close(l.perf_fd);
+  for (const PerfLink& l : profile_links_) close(l.link_fd), close(l.perf_fd);
+  for (bpf_link* link : fentry_links_) bpf_link__destroy(link);
   tracepoint_links_.clear();
-  links_.clear();
+  profile_links_.clear();
+  fentry_links_.clear();
 }
 
 void BpfSession::teardown() {
@@ -299,16 +383,20 @@ void BpfSession::teardown() {
   if (ring_producer_) munmap(const_cast<void*>(ring_producer_), page);
   if (slots_) munmap(slots_, slots_len_);
   if (pool_) munmap(const_cast<smt_elt*>(pool_), pool_len_);
+  if (globals_len_) munmap(globals_, globals_len_);
   ring_consumer_ = ring_producer_ = nullptr;
   slots_ = nullptr;
   pool_ = nullptr;
+  globals_ = nullptr;
+  globals_len_ = 0;
   for (stackmapd_bpf* obj : fentry_objs_) stackmapd_bpf__destroy(obj);
   fentry_objs_.clear();
   if (skel_) stackmapd_bpf__destroy(skel_);
   skel_ = nullptr;
+  pins_.reset();
 }
 
-int BpfSession::ring_fd() const { return bpf_map__fd(skel_->maps.ids); }
+int BpfSession::ring_fd() const { return ids_fd_; }
 
 int BpfSession::wakeup_fd() const { return ring_buffer__epoll_fd(ring_); }
 
@@ -392,7 +480,7 @@ std::vector<smt_cpu_counters> BpfSession::read_counters() const {
   std::vector<smt_cpu_counters> all;
   std::vector<smt_cpu_counters> percpu(ncpus);
   for (uint32_t level = 0; level < SMT_MAX_NEST; ++level) {
-    if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.counters), &level, percpu.data()))
+    if (bpf_map_lookup_elem(counters_fd_, &level, percpu.data()))
       throw Error("cannot read the BPF counters: " + errno_text(errno));
     all.insert(all.end(), percpu.begin(), percpu.end());
   }
@@ -414,7 +502,7 @@ TableStats BpfSession::stats_of(uint32_t parity) const {
     for (int i = 0; i < SMC_NR; ++i) s.counters[i] += c.epoch[parity][i];
   }
   for (int i = 0; i < SMC_NR; ++i) s.counters[i] -= book().baseline[parity][i];
-  uint32_t handed_out = __atomic_load_n(&skel_->bss->shared.next_elt, __ATOMIC_RELAXED);
+  uint32_t handed_out = __atomic_load_n(&globals_->shared.next_elt, __ATOMIC_RELAXED);
   s.pool_size = pool_size();
   s.table_size = table_size();
   s.entries = handed_out < s.pool_size ? handed_out : s.pool_size;

@@ -10,18 +10,22 @@
  *   (3) snapshot() feeds the exports (daemon/exports.h).
  * reset() empties the table while events keep arriving (daemon/table_reset.cpp).
  * Lifecycle: open, configure (table size, hash seed), load, attach, in the
- * constructor; one teardown path in the destructor.
+ * constructor; one teardown path in the destructor. The object is our own
+ * skeleton, or with SessionConfig::pinned_dir the one another loader pinned;
+ * past loading, both are used through the same map and program fds.
  */
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "daemon/exports.h"
+#include "daemon/loader_pins.h"
 #include "daemon/sources.h"
 #include "daemon/stack_store.h"
 #include "daemon/table_stats.h"
@@ -55,6 +59,9 @@ struct SessionConfig {
   // Pin the table's maps here and take over a compatible table found there
   // (same ids and counts after a restart). Empty: nothing pinned.
   std::string pin_dir;
+  // Use the programs and maps another loader pinned here (daemon/loader_pins.h)
+  // instead of loading our own; the table's size is then the object's.
+  std::string pinned_dir;
 };
 
 class BpfSession {
@@ -115,6 +122,15 @@ class BpfSession {
   std::vector<StackRecord> table_stacks() const;
 
  private:
+  // A BPF link on a perf event (tracepoint or CPU clock); closing both detaches.
+  struct PerfLink {
+    int perf_fd;
+    int link_fd;
+  };
+
+  bool load_own(const SessionConfig& config);
+  void use_pins(const SessionConfig& config);
+  void map_table();
   static int on_record(void* ctx, void* data, size_t size);
   void count_id(uint32_t id, uint32_t epoch);
   void check_sample(const smt_verify_record& v);
@@ -126,22 +142,30 @@ class BpfSession {
   void set_state(uint32_t state);
   void wait_for_programs();
   void clear_table();
+  PerfLink attach_perf(int prog_fd, int perf_fd, uint64_t cookie, const std::string& what);
   void attach_functions(const SessionConfig& config);
   void attach_profile(uint32_t hz, uint32_t filter_cpu);
   void start_fresh();
-  void resume_from_pins();
-  smt_daemon_state& book() const;
+  void resume(const std::string& where);
+  smt_daemon_state& book() const { return globals_->daemon_state; }
   void teardown();
 
+  std::unique_ptr<LoaderPins> pins_;  // --pinned
   uint32_t bits_;
   uint32_t hash_seed_ = 0;
   std::string pin_dir_;
   bool resumed_ = false;
   bool discard_records_ = false;  // while draining what a previous daemon left
-  stackmapd_bpf* skel_ = nullptr;
+  stackmapd_bpf* skel_ = nullptr;  // our own object, without --pinned
+  // What the session works with, from skel_ or pins_ (not owned here).
+  int slots_fd_ = -1, pool_fd_ = -1, counters_fd_ = -1, ids_fd_ = -1;
+  int tracepoint_prog_ = -1, profile_prog_ = -1;
+  smt_globals* globals_ = nullptr;  // skel_'s .bss, or the pinned map mmapped
+  size_t globals_len_ = 0;          // mmapped length (pins only)
   ring_buffer* ring_ = nullptr;
-  std::vector<bpf_link*> tracepoint_links_;
-  std::vector<bpf_link*> links_;            // functions and sampling
+  std::vector<PerfLink> tracepoint_links_;
+  std::vector<PerfLink> profile_links_;
+  std::vector<bpf_link*> fentry_links_;
   std::vector<stackmapd_bpf*> fentry_objs_;  // one loaded copy per function
   std::vector<std::string> sources_;
   std::function<void(const smt_trace_record&)> trace_sink_;

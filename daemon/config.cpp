@@ -32,6 +32,9 @@ void add_daemon_options(CLI::App& app, DaemonConfig& c) {
   app.add_option("--keep-pins", c.keep_pins,
                  "Keep the pinned table on a clean stop, to continue it at the next start")
       ->capture_default_str();
+  app.add_option("--pinned", c.pinned,
+                 "Use the programs and maps another loader (Android's bpfloader) pinned in DIR from "
+                 "stackmapd.o, instead of loading our own; pin-dir then does not apply");
   app.add_option("--ringbuf-kb", c.ringbuf_kb, "Ring buffer size in KiB, a power of two")
       ->capture_default_str();
   app.add_option("--verify", c.verify, "Check 1 in N events' frames against the table (0: off)")
@@ -57,7 +60,9 @@ SessionConfig DaemonConfig::session() const {
                 " is out of range: use 0.1 to 86400 seconds");
   if (export_dir.empty() || export_dir[0] != '/')
     throw Error("export-dir '" + export_dir + "' must be an absolute path");
-  s.pin_dir = pin_dir;
+  // A loader's pins outlive the daemon already, and are the loader's to remove.
+  s.pin_dir = pinned.empty() ? pin_dir : "";
+  s.pinned_dir = pinned;
   group_id();
   return s;
 }

@@ -29,6 +29,7 @@ struct DaemonConfig {
   std::string export_group;               // may read exports and use the socket; empty: root only
   std::string pin_dir = kDefaultPinDir;   // empty: do not pin (the table dies with the daemon)
   bool keep_pins = false;                 // keep the table across a clean stop and start
+  std::string pinned;                     // use a loader's pins here (Android), not our object
   uint32_t ringbuf_kb = 8192;
   uint32_t verify = 0;
   uint64_t history_max_kb = 0;            // keep past stack_map_bin in export-dir/history; 0 = off

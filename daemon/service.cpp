@@ -178,7 +178,8 @@ std::string Service::reload() {
   SessionConfig sc = next.session();
   check_tracepoints(sc.events, find_tracefs_events());
   const bool same_table = next.bits == config_.bits && next.ringbuf_kb == config_.ringbuf_kb &&
-                          next.verify == config_.verify && next.pin_dir == config_.pin_dir;
+                          next.verify == config_.verify && next.pin_dir == config_.pin_dir &&
+                          next.pinned == config_.pinned;
 
   sd_notify(0, "RELOADING=1");
   std::string how;

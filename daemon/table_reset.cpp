@@ -13,7 +13,7 @@
  * waited for, and one that starts after the grace period sees the store; so
  * the event path needs no barrier or atomic of its own.
  *
- * shared.state = epoch << 1 | RESETTING, written only by this file.
+ * globals.shared.state = epoch << 1 | RESETTING, written only by this file.
  *
  * Event (bpf/stackmapd.bpf.c):
  *   reserve its record R; load state;
@@ -49,7 +49,6 @@
 
 #include "daemon/bpf_session.h"
 #include "daemon/error.h"
-#include "stackmapd.skel.h"
 
 namespace stackmapd {
 
@@ -62,7 +61,7 @@ uint64_t load_pos(const void* page) {
 }  // namespace
 
 void BpfSession::set_state(uint32_t state) {
-  __atomic_exchange_n(&skel_->bss->shared.state, state, __ATOMIC_SEQ_CST);
+  __atomic_exchange_n(&globals_->shared.state, state, __ATOMIC_SEQ_CST);
 }
 
 // Waits until every BPF program running now has finished, then consumes
@@ -109,7 +108,7 @@ Snapshot BpfSession::reset() {
 
 void BpfSession::clear_table() {
   std::memset(slots_, 0, static_cast<size_t>(table_size()) * sizeof(smt_slot));
-  __atomic_store_n(&skel_->bss->shared.next_elt, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&globals_->shared.next_elt, 0, __ATOMIC_SEQ_CST);
   store_.clear();
 }
 

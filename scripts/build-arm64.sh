@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cross-builds stackmapd for arm64 (Android phones, aarch64 Linux) into
 # build-arm64/: a statically linked aarch64 `stackmapd`, the BPF object for
-# arm64 (build-arm64/bpf/stackmapd.bpf.o) and the unit tests, then runs the
+# arm64 (build-arm64/bpf/stackmapd.bpf.o, and bpf/bpfloader/stackmapd.o for
+# Android's bpfloader) and the unit tests, then runs the
 # unit tests under qemu-aarch64-static. As root on Debian 12 (amd64).
 #
 # The BPF object is compiled against the committed bpf/vmlinux/arm64/vmlinux.h,
@@ -49,7 +50,7 @@ cmake -S . -B "$build" \
 	-DSTACKMAPD_VMLINUX_H="$PWD/bpf/vmlinux/arm64/vmlinux.h" \
 	"${launcher[@]}" > /dev/null
 
-targets=(stackmapd)
+targets=(stackmapd stackmapd_bpfloader_obj)
 [[ ${STACKMAPD_ARM64_NO_TESTS:-0} == 1 ]] || targets+=(unit_tests)
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 
@@ -60,8 +61,9 @@ if [[ $desc != *"ARM aarch64"* || $desc != *"statically linked"* ]]; then
 	echo "build-arm64.sh: $build/stackmapd is not a statically linked aarch64 executable" >&2
 	exit 1
 fi
-bpfdesc=$(file -b "$build/bpf/stackmapd.bpf.o")
-echo "$build/bpf/stackmapd.bpf.o: $bpfdesc"
+for obj in "$build/bpf/stackmapd.bpf.o" "$build/bpf/bpfloader/stackmapd.o"; do
+	echo "$obj: $(file -b "$obj")"
+done
 
 if [[ ${STACKMAPD_ARM64_NO_TESTS:-0} != 1 ]]; then
 	# The toolchain file sets CMAKE_CROSSCOMPILING_EMULATOR, so ctest runs

@@ -5,13 +5,16 @@
 # Linux 6.12 under qemu (TCG), as root on Debian 12:
 #   1. installs the packages it needs (apt-get);
 #   2. untars Debian's linux-source-6.12 and applies the series;
-#   3. builds a minimal kernel (tinyconfig + tests/kernel/min.config) and a
-#      KASAN + lockdep one (+ tests/kernel/debug.config), in separate O= dirs;
-#   4. boots each with a busybox initramfs whose /init (tests/kernel/guest-init.sh)
+#   3. builds a minimal kernel (tinyconfig + tests/kernel/min.config, with BPF
+#      and BTF from tests/kernel/bpf.config) and a KASAN + lockdep one
+#      (min.config + tests/kernel/debug.config), in separate O= dirs;
+#   4. builds stackmapd statically (cmake -DSTACKMAPD_STATIC=ON) and boots each
+#      kernel with a busybox initramfs whose /init (tests/kernel/guest-init.sh)
 #      runs the series' selftest, a stress of inserts on both vCPUs with resets
 #      and stack_map_bin reads, pool exhaustion at ftrace_stackmap.bits=10,
-#      the memory cost and events kept per MB of trace buffer, and, when a
-#      static stackmapd is available, the daemon's tracefs backend;
+#      the memory cost and events kept per MB of trace buffer, the daemon's
+#      tracefs backend and, on the min kernel, its BPF backend (fentry,
+#      tracepoint, perf_event profiling);
 #   5. parses the serial logs; exits non-zero on any failure.
 #
 # Work files live in $KTEST_WORK (default /var/tmp/stackmapd-kernel): source,
@@ -23,8 +26,10 @@
 #   --stackmapd PATH  static program to run in the guest as the tracefs backend
 #                     check (default: build tests/kernel/tracefs_check.cpp)
 #   --no-stackmapd    skip the daemon's tracefs backend
-#   --daemon PATH     also run this static stackmapd in the guest as
-#                     `stackmapd --backend tracefs` (-DSTACKMAPD_STATIC=ON)
+#   --daemon PATH     the static stackmapd to run in the guest as /bin/stackmapd
+#                     (default: build one in $KTEST_WORK/stackmapd-static with
+#                     -DSTACKMAPD_STATIC=ON, reusing that build dir on reruns)
+#   --no-daemon       no stackmapd in the guest (skips its tracefs and BPF runs)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,6 +44,7 @@ variants="min debug"
 stackmapd_bin=""
 daemon_bin=""
 want_stackmapd=1
+want_daemon=1
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -47,7 +53,8 @@ while [ $# -gt 0 ]; do
 	--stackmapd) stackmapd_bin=$2; shift ;;
 	--no-stackmapd) want_stackmapd=0 ;;
 	--daemon) daemon_bin=$2; shift ;;
-	-h|--help) sed -n '3,28p' "$0"; exit 0 ;;
+	--no-daemon) want_daemon=0 ;;
+	-h|--help) sed -n '3,33p' "$0"; exit 0 ;;
 	*) echo "kernel-test: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -62,9 +69,11 @@ T0=$(now)
 mkdir -p "$WORK/logs"
 
 # --- 1. packages ---
+# The second group builds the static stackmapd (see scripts/deps.sh).
 PKGS="linux-source-6.12 qemu-system-x86 busybox-static build-essential bc flex bison
-      libssl-dev libelf-dev dwarves cpio ccache xz-utils gzip patch python3 kmod
-      libspdlog-dev libfmt-dev nlohmann-json3-dev"
+      libssl-dev libelf-dev dwarves cpio ccache xz-utils gzip patch python3 kmod file
+      cmake pkg-config clang llvm libbpf-dev bpftool zlib1g-dev libsystemd-dev
+      libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev"
 if [ $deps = 1 ]; then
 	missing=""
 	for p in $PKGS; do
@@ -134,7 +143,7 @@ build_kernel() { # variant fragments...
 : > "$WORK/logs/times"
 for v in $variants; do
 	case $v in
-	min) build_kernel min "$KDIR/min.config" ;;
+	min) build_kernel min "$KDIR/min.config" "$KDIR/bpf.config" ;;
 	debug) build_kernel debug "$KDIR/min.config" "$KDIR/debug.config" ;;
 	*) die "unknown variant '$v' (min or debug)" ;;
 	esac
@@ -153,6 +162,23 @@ if [ $want_stackmapd = 1 ] && [ -z "$stackmapd_bin" ]; then
 	fi
 fi
 
+# The program itself, static, as /bin/stackmapd in the guest.
+if [ $want_daemon = 1 ] && [ -z "$daemon_bin" ]; then
+	log "building the static stackmapd in $WORK/stackmapd-static"
+	t=$(now)
+	if { cmake -S "$ROOT" -B "$WORK/stackmapd-static" -DSTACKMAPD_STATIC=ON \
+		-DSTACKMAPD_TESTS=OFF -DSTACKMAPD_BENCH=OFF &&
+	     cmake --build "$WORK/stackmapd-static" -j"$JOBS" --target stackmapd; } \
+	    > "$WORK/logs/stackmapd-static.log" 2>&1; then
+		daemon_bin=$WORK/stackmapd-static/stackmapd
+	else
+		tail -30 "$WORK/logs/stackmapd-static.log"
+		die "static build of stackmapd failed (see $WORK/logs/stackmapd-static.log)"
+	fi
+	echo "build_stackmapd=$(($(now) - t))" >> "$WORK/logs/times"
+fi
+[ -z "$daemon_bin" ] || [ -x "$daemon_bin" ] || die "--daemon $daemon_bin: not an executable"
+
 # --- 4. initramfs ---
 INITRD=$WORK/initramfs.cpio.gz
 build_initramfs() {
@@ -169,9 +195,10 @@ build_initramfs() {
 		install -m 0755 "$stackmapd_bin" "$r/bin/stackmapd-tracefs-check"
 	fi
 	if [ -n "$daemon_bin" ]; then
-		file -L "$daemon_bin" 2>/dev/null | grep -q "statically linked" ||
+		file -L "$daemon_bin" 2>/dev/null | grep -q "static.*linked" ||
 			log "warning: $daemon_bin may not be static; the guest has no libraries"
-		install -m 0755 "$daemon_bin" "$r/bin/stackmapd"
+		# stripped: 36 MB with debug info, under 4 MB without
+		install -s -m 0755 "$daemon_bin" "$r/bin/stackmapd"
 	fi
 	(cd "$r" && find . | cpio -o -H newc --quiet | gzip -1) > "$INITRD"
 }

@@ -11,4 +11,5 @@ bin=build-arm64/stackmapd
 stripped=build-arm64/stackmapd.stripped
 aarch64-linux-gnu-strip -o "$stripped" "$bin"
 echo "arm64 stackmapd: $(stat -c %s "$bin") bytes, $(stat -c %s "$stripped") bytes stripped"
-echo "arm64 BPF object: $(stat -c %s build-arm64/bpf/stackmapd.bpf.o) bytes"
+echo "arm64 BPF objects: $(stat -c %s build-arm64/bpf/stackmapd.bpf.o) bytes (own)," \
+	"$(stat -c %s build-arm64/bpf/bpfloader/stackmapd.o) bytes (bpfloader)"

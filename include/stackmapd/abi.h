@@ -19,8 +19,12 @@
 /* Distinct slots one lookup may visit; at the 50% maximum load of a 2x table a
  * probe chain this long is vanishingly rare, and it bounds the cost of a miss. */
 #define SMT_MAX_PROBES 64
-/* Re-reads of a slot whose element another CPU is still writing. */
+/* Re-reads of a slot whose element another CPU is still writing. The
+ * bpfloader object, verified without bpf_loop, walks every re-read of every
+ * probe and sets fewer (bpf/stackmapd.bpf.c). */
+#ifndef SMT_MAX_SPINS
 #define SMT_MAX_SPINS 512
+#endif
 
 /* slot.elt values besides 1 + pool index */
 #define SMT_ELT_NONE 0U          /* claimed, element not yet published */
@@ -41,7 +45,7 @@ struct smt_elt {
 	__u64 ips[SMT_MAX_DEPTH];
 };
 
-/* Table-wide mutable state (the BPF program's .bss). */
+/* Table-wide mutable state, written by the BPF side. */
 struct smt_shared {
 	__u32 next_elt;		/* pool elements handed out; may pass the pool size */
 	/* Reset protocol state, written by the daemon only: epoch << 1 | resetting
@@ -76,8 +80,8 @@ enum smt_counter {
  * daemon finding pinned maps of another version starts clean. */
 #define SMT_LAYOUT_VERSION 2
 
-/* The daemon's bookkeeping, kept in the BPF program's .bss so that it is
- * pinned with the table and survives a daemon restart. BPF never touches it. */
+/* The daemon's bookkeeping, kept beside the table (struct smt_globals) so that
+ * it is pinned with it and survives a daemon restart. BPF never touches it. */
 struct smt_daemon_state {
 	__u32 layout_version;
 	__u32 bits;
@@ -85,6 +89,33 @@ struct smt_daemon_state {
 	__u64 past_events;	/* hits + drops of the epochs before this one */
 	__u64 baseline[2][SMC_NR];	/* counters at the start of each parity's epoch */
 };
+
+/* Everything the BPF program keeps besides the table: the .bss of the
+ * daemon's own object, a one-entry array in the bpfloader object. */
+struct smt_globals {
+	struct smt_shared shared;
+	struct smt_daemon_state daemon_state;
+};
+
+/* Settings fixed for a session: .rodata of the daemon's own object (so the
+ * verifier prunes what is off), a one-entry array the daemon writes before
+ * attaching in the bpfloader object, which has no global data. */
+struct smt_config {
+	__u64 wakeup_bytes;	/* ring-buffer fill that wakes the daemon early */
+	__u32 table_bits;
+	__u32 verify_every;	/* --verify N: 1 in N events also sends its frames */
+	__u32 trace_records;	/* --trace: smt_trace_record instead of smt_id_record */
+	__u32 filter_tgid;	/* --pid; 0 = every process */
+	__u32 filter_cpu;	/* --cpu; SMT_ANY_CPU = every CPU */
+	__u32 fentry_source;	/* source index of an fentry copy (one per function) */
+};
+
+/* The table size of the object shipped for bpfloader, which sizes maps from
+ * the ELF file: 4096 stacks, 2.1 MiB of pool. */
+#ifndef SMT_BPFLOADER_BITS
+#define SMT_BPFLOADER_BITS 12
+#endif
+#define SMT_BPFLOADER_RING_BYTES (1U << 20)
 
 #define SMT_STATE_RESETTING 1U
 #define SMT_STATE_EPOCH(state) ((state) >> 1)
@@ -141,5 +172,6 @@ SMT_STATIC_ASSERT(sizeof(struct smt_elt) == 16 + 8 * SMT_MAX_DEPTH, "elt layout"
 SMT_STATIC_ASSERT(sizeof(struct smt_id_record) == 8, "record layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_verify_record) == 16 + 8 * SMT_MAX_DEPTH, "verify layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_trace_record) == 48, "trace layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_config) == 32, "config layout");
 
 #endif /* STACKMAPD_ABI_H */

@@ -7,7 +7,8 @@
 #   KTEST-VERDICT: PASS|FAIL
 # then reboots. scripts/kernel-test.sh parses these lines.
 #   ktest_mode=full     selftest, lazy allocation and memory cost, events per MB,
-#                       stress on both vCPUs, tracefs backend of stackmapd
+#                       stress on both vCPUs, tracefs backend of stackmapd, and
+#                       its BPF backend (fentry, tracepoint, profile; needs BTF)
 #   ktest_mode=exhaust  pool exhaustion (boot with ftrace_stackmap.bits=10)
 #   ktest_mode=debug    selftest, stress and exhaustion (sanitizer kernel)
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -360,6 +361,179 @@ run_daemon() {
 	wait
 }
 
+# --- the daemon's BPF backend (min kernel: BPF, BTF, perf events) ---
+
+# How many stacks of a stack_map text export hold a frame of function $2 and,
+# deeper down (a caller), one of $3 (if given).
+stacks_with() { # file callee [caller]
+	awk -v a="$2" -v b="$3" '
+		function done() { if (sa && (b == "" || sb)) n++; sa = sb = 0 }
+		/^stack_id / { done(); next }
+		$2 ~ "^" a "\\+" { sa = 1; next }
+		sa && b != "" && $2 ~ "^" b "\\+" { sb = 1 }
+		END { done(); print n + 0 }' "$1"
+}
+
+# Runs of the BPF programs of process $1 (kernel.bpf_stats_enabled=1):
+# "<run_cnt> <ns per run>", summed over its program fds.
+bpf_prog_stats() { # pid
+	cat /proc/"$1"/fdinfo/* 2>/dev/null | awk '
+		$1 == "run_time_ns:" { ns += $2 } $1 == "run_cnt:" { cnt += $2 }
+		END { printf "%d %d\n", cnt, cnt ? ns / cnt : 0 }'
+}
+
+# stackmapd --backend bpf ARGS --output /tmp/bpf-NAME in the background; once
+# it says it is tracing, runs WORKLOAD, reads its programs' run counts, then
+# stops it with SIGTERM (or, with --duration in ARGS, waits for it).
+# Sets bpf_rc, bpf_out, bpf_log, bpf_runs, bpf_ns.
+bpf_session() { # name workload args...
+	bpf_out=/tmp/bpf-$1 bpf_log=/tmp/bpf-$1.log
+	w=$2
+	shift 2
+	timed=0
+	case " $* " in *" --duration "*) timed=1 ;; esac
+	rm -rf "$bpf_out"
+	stackmapd --backend bpf "$@" --output "$bpf_out" > "$bpf_log" 2>&1 &
+	pid=$!
+	i=0
+	while ! grep -q ' tracing ' "$bpf_log" && kill -0 $pid 2>/dev/null && [ $i -lt 1200 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	bpf_runs=0 bpf_ns=0
+	if grep -q ' tracing ' "$bpf_log"; then
+		$w
+		set -- $(bpf_prog_stats $pid)
+		bpf_runs=$1 bpf_ns=$2
+		[ $timed = 1 ] || kill -TERM $pid 2>/dev/null
+	else
+		kill -TERM $pid 2>/dev/null
+	fi
+	wait $pid
+	bpf_rc=$?
+}
+
+# Common checks of a session's exports; prints what is wrong, if anything.
+bpf_exports_bad() {
+	[ "$bpf_rc" = 0 ] || { echo "exit status $bpf_rc"; return; }
+	for f in stack_map stack_map_stat stack_map_bin stack_map.json; do
+		[ -s "$bpf_out/$f" ] || { echo "no $f"; return; }
+	done
+	r=$(fsmb_check "$bpf_out/stack_map_bin")
+	case "$r" in *" OK") ;; *) echo "stack_map_bin: $r"; return ;; esac
+	[ "$(stat_val "$bpf_out" hits)" -gt 0 ] 2>/dev/null || { echo "no hits"; return; }
+	[ "$(stat_val "$bpf_out" entries)" -gt 0 ] 2>/dev/null || echo "no entries"
+}
+
+bpf_fail_log() {
+	sed 's/^/    | /' "$bpf_log" | tail -15
+}
+
+fentry_workload() {
+	i=0
+	while [ $i -lt 60 ]; do
+		cat /proc/version /init > /dev/null
+		head -c 1000 /proc/self/status > /dev/null
+		dd if=/init of=/dev/null bs=512 2> /dev/null
+		i=$((i + 1))
+	done
+}
+
+cpu_workload() { # both vCPUs in the kernel (read_iter_zero) for ~4 s
+	taskset -c 0 dd if=/dev/zero of=/dev/null bs=64k count=1000000 2> /dev/null &
+	dd0=$!
+	taskset -c 1 dd if=/dev/zero of=/dev/null bs=64k count=1000000 2> /dev/null &
+	dd1=$!
+	sleep 4
+	kill $dd0 $dd1 2> /dev/null
+	wait $dd0 $dd1 2> /dev/null
+}
+
+sched_workload() {
+	workload 40
+	i=0
+	while [ $i -lt 20 ]; do sleep 0.05; i=$((i + 1)); done
+}
+
+run_bpf() {
+	if [ ! -e /sys/kernel/btf/vmlinux ]; then
+		result bpf_fentry FAIL "no /sys/kernel/btf/vmlinux: the min kernel lacks CONFIG_DEBUG_INFO_BTF"
+		return
+	fi
+	if [ ! -x /bin/stackmapd ]; then
+		echo "KTEST-NOTE: no /bin/stackmapd in the image: BPF backend not run"
+		return
+	fi
+	mkdir -p /sys/fs/bpf
+	mount -t bpf bpf /sys/fs/bpf
+	echo 1 > /proc/sys/kernel/bpf_stats_enabled
+
+	# fentry on one function, timed: stacks of vfs_read called from ksys_read.
+	t0=$(now_cs)
+	bpf_session fentry fentry_workload -f vfs_read --duration 8
+	bad=$(bpf_exports_bad)
+	hits=$(stat_val "$bpf_out" hits)
+	n=$(stacks_with "$bpf_out/stack_map" vfs_read ksys_read)
+	stackmapd decode "$bpf_out/stack_map_bin" --kallsyms /proc/kallsyms > /tmp/bpf-decoded 2> /tmp/bpf-decode.log ||
+		bad="${bad}decode failed: $(cat /tmp/bpf-decode.log) "
+	nd=$(stacks_with /tmp/bpf-decoded vfs_read ksys_read)
+	figure fentry_vfs_read_hits "$hits"
+	figure fentry_vfs_read_stacks "$(stat_val "$bpf_out" entries)"
+	figure fentry_vfs_read_prog_runs "$bpf_runs"
+	figure fentry_ns_per_run_tcg "$bpf_ns"
+	figure fentry_seconds "$((($(now_cs) - t0) / 100))"
+	if [ -z "$bad" ] && [ "$n" -gt 0 ] && [ "$nd" -gt 0 ]; then
+		result bpf_fentry PASS "-f vfs_read: $hits hits, $n stacks with vfs_read <- ksys_read (decode agrees: $nd)"
+	else
+		result bpf_fentry FAIL "-f vfs_read: ${bad}hits $hits, $n stacks vfs_read <- ksys_read, $nd decoded"
+		bpf_fail_log
+		head -20 "$bpf_out/stack_map" 2>/dev/null | sed 's/^/    | /'
+	fi
+
+	# A glob: each matching function gets a program of its own.
+	bpf_session glob fentry_workload -f 'vfs_rea*'
+	bad=$(bpf_exports_bad)
+	fns=$(sed -n 's/.* tracing \(.*\) until .*/\1/p' "$bpf_log" | tr ',' '\n' | grep -c .)
+	n=$(stacks_with "$bpf_out/stack_map" 'vfs_rea[a-z_]*')
+	figure fentry_glob_functions "$fns"
+	figure fentry_glob_hits "$(stat_val "$bpf_out" hits)"
+	if [ -z "$bad" ] && [ "$fns" -gt 1 ] && [ "$n" -gt 0 ]; then
+		result bpf_fentry_glob PASS "-f 'vfs_rea*': $fns functions ($(sed -n 's/.* tracing \(.*\) until .*/\1/p' "$bpf_log")), $(stat_val "$bpf_out" hits) hits"
+	else
+		result bpf_fentry_glob FAIL "-f 'vfs_rea*': ${bad}$fns functions, $n stacks in vfs_rea*"
+		bpf_fail_log
+	fi
+
+	# A tracepoint.
+	bpf_session tracepoint sched_workload -e sched:sched_switch
+	bad=$(bpf_exports_bad)
+	n=$(stacks_with "$bpf_out/stack_map" __schedule)
+	figure tracepoint_sched_switch_hits "$(stat_val "$bpf_out" hits)"
+	figure tracepoint_ns_per_run_tcg "$bpf_ns"
+	if [ -z "$bad" ] && [ "$n" -gt 0 ]; then
+		result bpf_tracepoint PASS "-e sched:sched_switch: $(stat_val "$bpf_out" hits) hits, $(stat_val "$bpf_out" entries) stacks, $n through __schedule"
+	else
+		result bpf_tracepoint FAIL "-e sched:sched_switch: ${bad}$n stacks through __schedule"
+		bpf_fail_log
+	fi
+
+	# CPU sampling while both vCPUs read /dev/zero.
+	bpf_session profile cpu_workload --profile 99
+	bad=$(bpf_exports_bad)
+	n=$(stacks_with "$bpf_out/stack_map" read_iter_zero ksys_read)
+	figure profile_samples "$(stat_val "$bpf_out" hits)"
+	figure profile_drop_no_kernel_stack "$(stat_val "$bpf_out" drop_no_kernel_stack)"
+	figure profile_ns_per_run_tcg "$bpf_ns"
+	if [ -z "$bad" ] && [ "$n" -gt 0 ]; then
+		result bpf_profile PASS "--profile 99: $(stat_val "$bpf_out" hits) samples, $(stat_val "$bpf_out" entries) stacks, $n in read_iter_zero <- ksys_read"
+	else
+		result bpf_profile FAIL "--profile 99: ${bad}$n stacks in read_iter_zero <- ksys_read"
+		bpf_fail_log
+	fi
+	echo 0 > /proc/sys/kernel/bpf_stats_enabled
+	check_dmesg bpf
+}
+
 echo "KTEST-START: mode=$mode kernel=$(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo)"
 t_start=$(now_cs)
 case "$mode" in
@@ -370,6 +544,7 @@ full)
 	run_stress
 	run_stackmapd
 	run_daemon
+	run_bpf
 	;;
 exhaust)
 	run_exhaustion

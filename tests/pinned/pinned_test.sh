@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# `stackmapd --pinned DIR` on this kernel, as on an Android user build: the
+# bpfloader object (stackmapd.o, -DSMT_BPFLOADER) is loaded and pinned by
+# pin_loader the way bpfloader names pins, then stackmapd runs against the
+# pins without creating a map or loading a program (checked with strace).
+set -u
+BIN=$1
+LOADER=$2
+OBJ=$3
+OWN_OBJ=$(dirname "$OBJ")/../stackmapd.bpf.o
+
+tmp=$(mktemp -d)
+pins=/sys/fs/bpf/stackmapd-pinned-test-$$
+cleanup() { rm -rf "$tmp" "$pins" "$pins-own"; }
+trap cleanup EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
+stat_of() { grep "^$1:" "$2" | awk '{print $2}'; }
+busy() { # busy SECONDS: open/read/close as fast as one CPU allows (kernel stacks galore)
+  timeout "$1" sh -c 'while :; do cat /proc/self/stat > /dev/null; done' 2> /dev/null
+}
+
+mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+
+# --- the loader's side ------------------------------------------------------
+mkdir "$tmp/own" && cp "$OWN_OBJ" "$tmp/own/stackmapd.o"
+"$LOADER" "$tmp/own/stackmapd.o" "$pins-own" 2> "$tmp/own.err"
+check "a bpfloader-style loader refuses the daemon's own object ($(cat "$tmp/own.err"))" \
+  grep -q "global data" "$tmp/own.err"
+"$LOADER" "$OBJ" "$pins" 2> "$tmp/load.err"
+check "stackmapd.o loads and pins like bpfloader ($(tail -1 "$tmp/load.err"))" [ $? -eq 0 ]
+for p in prog_stackmapd_tracepoint_stackmapd prog_stackmapd_perf_event_stackmapd \
+         map_stackmapd_slots map_stackmapd_pool map_stackmapd_counters map_stackmapd_ids \
+         map_stackmapd_settings map_stackmapd_globals; do
+  check "pinned as $p" [ -e "$pins/$p" ]
+done
+prog_id=$(bpftool -j prog show pinned "$pins/prog_stackmapd_tracepoint_stackmapd" |
+          sed -n 's/^{"id":\([0-9]*\),.*/\1/p')
+
+# --- the daemon on the pins -------------------------------------------------
+busy 4 &
+strace -f -e trace=bpf -o "$tmp/strace.txt" \
+  "$BIN" --pinned "$pins" -e kmem:kmem_cache_alloc --duration 2 --output "$tmp/out1" 2> "$tmp/run1.err"
+rc=$?
+wait
+check "a session on the pins exits 0 ($(tail -1 "$tmp/run1.err"))" [ $rc -eq 0 ]
+check "it opened the pins (BPF_OBJ_GET)" grep -q BPF_OBJ_GET "$tmp/strace.txt"
+check "it attached through a BPF link (BPF_LINK_CREATE)" grep -q BPF_LINK_CREATE "$tmp/strace.txt"
+check "it loaded no program and created no map (what SELinux forbids it on Android)" \
+  [ "$(grep -cE 'BPF_PROG_LOAD|BPF_MAP_CREATE' "$tmp/strace.txt")" -eq 0 ]
+st=$tmp/out1/stack_map_stat
+hits1=$(stat_of hits "$st")
+check "stat: the table is the object's, 4096 stacks ($(grep '^entries:' "$st"))" \
+  grep -qE '^entries: +[0-9]+ / 4096$' "$st"
+check "stat: hits > entries > 0 ($hits1)" [ "${hits1:-0}" -gt "$(stat_of entries "$st")" ]
+check "stat: every event is a hit or a named drop" \
+  [ "$(stat_of events "$st")" -eq $(( hits1 + $(stat_of drops "$st") )) ]
+check "stack_map symbolizes the allocator's callers" grep -q "kmem_cache_alloc" "$tmp/out1/stack_map"
+check "stack_map_bin decodes" "$BIN" decode "$tmp/out1/stack_map_bin" > "$tmp/dec1.txt" 2> /dev/null
+
+# A second session continues the same table: ids and counts carry on.
+busy 3 &
+"$BIN" --pinned "$pins" -e kmem:kmem_cache_alloc --duration 1 --output "$tmp/out2" 2> "$tmp/run2.err"
+rc=$?
+wait
+hits2=$(stat_of hits "$tmp/out2/stack_map_stat")
+check "a second session exits 0" [ $rc -eq 0 ]
+check "it continues the table ($(grep -o 'continuing.*' "$tmp/run2.err"))" grep -q "continuing the table" "$tmp/run2.err"
+check "counts carry on ($hits1 -> $hits2)" [ "${hits2:-0}" -gt "${hits1:-0}" ]
+"$BIN" decode "$tmp/out2/stack_map_bin" > "$tmp/dec2.txt" 2> /dev/null
+check "every stack of the first session has the same id and frames in the second" python3 - "$tmp/dec1.txt" "$tmp/dec2.txt" <<'PYEOF'
+import re, sys
+def stacks(path):
+    out, cur = {}, None
+    for line in open(path):
+        m = re.match(r"stack_id (\d+)", line)
+        if m:
+            cur = int(m.group(1)); out[cur] = []
+        elif cur is not None and line.startswith("  "):
+            out[cur].append(line.split()[-1])
+    return out
+a, b = stacks(sys.argv[1]), stacks(sys.argv[2])
+sys.exit(0 if a and all(b.get(k) == v for k, v in a.items()) else 1)
+PYEOF
+check "no program of ours is left attached after the sessions" \
+  [ -z "$(bpftool -j link show | grep -o "\"prog_id\":$prog_id[,}]")" ]
+
+# Sampling through the pinned perf_event program.
+busy 4 &
+"$BIN" --pinned "$pins" --profile 199 --duration 2 --output "$tmp/out3" 2> "$tmp/run3.err"
+rc=$?
+wait
+check "--profile on the pins exits 0 ($(tail -1 "$tmp/run3.err"))" [ $rc -eq 0 ]
+check "--profile on the pins records sampled stacks" [ "$(stat_of hits "$tmp/out3/stack_map_stat")" -gt 0 ]
+
+# The service on the pins: snapshots on a timer, pins left to the loader.
+"$BIN" daemon --config /dev/null --pinned "$pins" --export-dir "$tmp/svc" --snapshot-interval 0.3 \
+  -e kmem:kmem_cache_alloc 2> "$tmp/svc.err" &
+pid=$!
+busy 2
+kill -TERM $pid
+wait $pid
+check "the daemon runs on the pins and stops cleanly" [ $? -eq 0 ]
+check "the daemon's export continues the table" \
+  [ "$(stat_of hits "$tmp/svc/stack_map_stat" 2> /dev/null || echo 0)" -gt "${hits2:-0}" ]
+check "the pins stay for the loader after the daemon stops" [ -e "$pins/map_stackmapd_pool" ]
+
+# --- bad input: one line naming the problem and the fix ---------------------
+expect_error() {  # expect_error KEYWORD ARGS...
+  local key=$1; shift
+  "$@" > /dev/null 2> "$tmp/bad.err"
+  local rc=$? lines
+  lines=$(wc -l < "$tmp/bad.err")
+  if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -qF -- "$key" "$tmp/bad.err"; then
+    pass "error for '${*:2}': $(cat "$tmp/bad.err")"
+  else
+    fail "error for '${*:2}' (exit $rc, $lines lines, want '$key'): $(cat "$tmp/bad.err")"
+  fi
+}
+expect_error "bpfloader" "$BIN" --pinned /sys/fs/bpf/no-such-dir --duration 1
+mkdir -p "$tmp/half"
+expect_error "map_stackmapd_pool is missing" "$BIN" --pinned "$tmp/half" --duration 1
+expect_error "--pinned use -e" "$BIN" --pinned "$pins" -f vfs_read --duration 1
+expect_error "drop --backend tracefs" "$BIN" --pinned "$pins" --backend tracefs --duration 1
+# Two readers of one table would each count half of the events.
+"$BIN" --pinned "$pins" --duration 3 2> /dev/null &
+pid=$!
+sleep 1
+expect_error "another stackmapd uses" "$BIN" --pinned "$pins" --duration 1
+wait $pid
+
+echo "pinned: $failures failure(s)"
+[ $failures -eq 0 ]
