@@ -14,11 +14,7 @@ tmp=$(mktemp -d)
 pins=/sys/fs/bpf/stackmapd-pinned-test-$$
 cleanup() { rm -rf "$tmp" "$pins" "$pins-own"; }
 trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
-check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
-stat_of() { grep "^$1:" "$2" | awk '{print $2}'; }
+source "$(dirname "$0")/../check_lib.sh"
 busy() { # busy SECONDS: open/read/close as fast as one CPU allows (kernel stacks galore)
   timeout "$1" sh -c 'while :; do cat /proc/self/stat > /dev/null; done' 2> /dev/null
 }
@@ -109,17 +105,6 @@ check "the daemon's export continues the table" \
 check "the pins stay for the loader after the daemon stops" [ -e "$pins/map_stackmapd_pool" ]
 
 # --- bad input: one line naming the problem and the fix ---------------------
-expect_error() {  # expect_error KEYWORD ARGS...
-  local key=$1; shift
-  "$@" > /dev/null 2> "$tmp/bad.err"
-  local rc=$? lines
-  lines=$(wc -l < "$tmp/bad.err")
-  if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -qF -- "$key" "$tmp/bad.err"; then
-    pass "error for '${*:2}': $(cat "$tmp/bad.err")"
-  else
-    fail "error for '${*:2}' (exit $rc, $lines lines, want '$key'): $(cat "$tmp/bad.err")"
-  fi
-}
 expect_error "bpfloader" "$BIN" --pinned /sys/fs/bpf/no-such-dir --duration 1
 mkdir -p "$tmp/half"
 expect_error "map_stackmapd_pool is missing" "$BIN" --pinned "$tmp/half" --duration 1

@@ -12,10 +12,7 @@ ROOTFS=${STACKMAPD_ROOTFS:-/var/cache/stackmapd-test/rootfs}
 MIRROR=${STACKMAPD_MIRROR:-$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
-check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
+source "$(dirname "$0")/../check_lib.sh"
 die() { echo "FAIL: $*"; exit 1; }
 
 # --- the container ----------------------------------------------------------
