@@ -54,7 +54,7 @@ while [ $# -gt 0 ]; do
 	--no-stackmapd) want_stackmapd=0 ;;
 	--daemon) daemon_bin=$2; shift ;;
 	--no-daemon) want_daemon=0 ;;
-	-h|--help) sed -n '3,33p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,32p' "$0"; exit 0 ;;
 	*) echo "kernel-test: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -258,6 +258,7 @@ if [[ " $variants " == *" min "* ]]; then
 	echo "   events kept per MB of trace buffer (kmem:kmem_cache_alloc + stacktrace, same buffer_size_kb):"
 	echo "     full stacks: $(fig min-full events_per_mb_full_stacks)   with options/stackmap: $(fig min-full events_per_mb_stackmap)"
 	echo "   memory: table $(fig min-full table_memory_kb) kB at bits=$(fig min-full stackmap_bits), MemFree -$(fig min-full memfree_cost_kb) kB, Slab +$(fig min-full slab_cost_kb) kB on first enable; 0 kB before"
+	echo "   BPF backend (TCG, ns are emulated): fentry vfs_read $(fig min-full fentry_vfs_read_hits) hits at $(fig min-full fentry_ns_per_run_tcg) ns/run; 'vfs_rea*' $(fig min-full fentry_glob_functions) functions; sched_switch $(fig min-full tracepoint_sched_switch_hits) hits; profile $(fig min-full profile_samples) samples"
 	echo "   exhaustion (bits=10): $(fig min-exhaust exhaust_us_per_event_before) us/event before, $(fig min-exhaust exhaust_us_per_event_after) us/event after; drops_pool_full $(fig min-exhaust exhaust_drops_pool_full)"
 fi
 echo "== times (s): $(tr '\n' ' ' < "$WORK/logs/times")total=$(($(now) - T0))"
