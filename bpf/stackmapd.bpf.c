@@ -255,7 +255,7 @@ static __always_inline void *reserve_record(__u32 trace)
 
 static __always_inline int record_in(void *ctx, const volatile struct smt_config *cfg,
 				     struct smt_globals *g, struct stack_buf *buf,
-				     __u32 source, struct smt_cpu_counters *cpu)
+				     __u32 source, __u32 skip, struct smt_cpu_counters *cpu)
 {
 	__u32 state, epoch, trace = cfg->trace_records;
 	struct smt_probe p;
@@ -277,7 +277,7 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 		count(cnt, SMC_DROP_RESETTING);
 		return 0;
 	}
-	len = bpf_get_stack(ctx, buf->ips, sizeof(buf->ips), 0);
+	len = bpf_get_stack(ctx, buf->ips, sizeof(buf->ips), skip & BPF_F_SKIP_FIELD_MASK);
 	if (len < (long)sizeof(__u64)) {
 		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
 		count(cnt, len == 0 ? SMC_DROP_NO_KERNEL_STACK : SMC_DROP_STACK_ERROR);
@@ -312,7 +312,8 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 	return 0;
 }
 
-static __always_inline int record_stack(void *ctx, __u32 source)
+/* skip: frames above the traced code (see stackmapd_fentry). */
+static __always_inline int record_stack(void *ctx, __u32 source, __u32 skip)
 {
 	const volatile struct smt_config *cfg = get_config();
 	struct smt_globals *g = get_globals();
@@ -336,7 +337,7 @@ static __always_inline int record_stack(void *ctx, __u32 source)
 	buf = bpf_map_lookup_elem(&scratch, &level);
 	cpu = bpf_map_lookup_elem(&counters, &level);
 	if (buf && cpu) {
-		ret = record_in(ctx, cfg, g, buf, source, cpu);
+		ret = record_in(ctx, cfg, g, buf, source, skip, cpu);
 	} else {
 		/* Deeper than any context can nest: count it, atomically, in
 		 * the last level, which its rightful user may be updating. */
@@ -358,21 +359,26 @@ static __always_inline int record_stack(void *ctx, __u32 source)
 SMT_SEC("tracepoint/stackmapd", "tracepoint")
 int stackmapd_tracepoint(void *ctx)
 {
-	return record_stack(ctx, bpf_get_attach_cookie(ctx));
+	return record_stack(ctx, bpf_get_attach_cookie(ctx), 0);
 }
 
 SMT_SEC("perf_event/stackmapd", "perf_event")
 int stackmapd_profile(void *ctx)
 {
-	return record_stack(ctx, bpf_get_attach_cookie(ctx));
+	return record_stack(ctx, bpf_get_attach_cookie(ctx), 0);
 }
 
 #ifndef SMT_BPFLOADER
-/* Its target is set before load; the daemon loads one copy per function. */
+/* Its target is set before load; the daemon loads one copy per function.
+ * Its stack starts with this program and the BPF trampoline, addresses that
+ * change with every load and are gone (unsymbolizable) by export time: skip
+ * them, so a stack starts in the traced function, as with kprobes. */
+#define SMT_FENTRY_SKIP 2
+
 SEC("fentry")
 int stackmapd_fentry(__u64 *ctx)
 {
-	return record_stack(ctx, get_config()->fentry_source);
+	return record_stack(ctx, get_config()->fentry_source, SMT_FENTRY_SKIP);
 }
 #endif
 

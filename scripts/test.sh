@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every test: unit, ThreadSanitizer, BPF on the real
-# kernel, command line end to end, then the fuzzers for FUZZ_SECONDS each.
+# kernel, command line end to end, --pinned, the systemd container, the flame
+# graph in Chromium; then the fuzzers for FUZZ_SECONDS each; the arm64 build
+# with its unit tests under qemu-aarch64-static; and the kernel series with
+# the daemon's tracefs and BPF paths in kernels booted under qemu.
 # The BPF tests need root and a kernel with BPF and BTF; they fail, never
 # skip, unless STACKMAPD_SKIP_BPF_TESTS=1.
 set -euo pipefail
@@ -9,3 +12,7 @@ scripts/deps.sh
 scripts/build.sh
 ctest --test-dir build --output-on-failure
 scripts/fuzz.sh
+scripts/test-arm64.sh
+# The minimal kernel (with BPF and BTF) only: ~13 min cold on 2 cores. The
+# KASAN + lockdep kernel adds ~12 min: run `scripts/kernel-test.sh` for both.
+scripts/kernel-test.sh --only min
