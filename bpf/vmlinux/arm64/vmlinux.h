@@ -114,6 +114,15 @@ enum {
 	BPF_F_NO_USER_CONV = 262144,
 };
 
+/* flags for bpf_get_stack() and bpf_get_stackid() */
+enum {
+	BPF_F_SKIP_FIELD_MASK = 255,
+	BPF_F_USER_STACK = 256,
+	BPF_F_FAST_STACK_CMP = 512,
+	BPF_F_REUSE_STACKID = 1024,
+	BPF_F_USER_BUILD_ID = 2048,
+};
+
 /* flags for bpf_ringbuf_{submit,discard,output}() */
 enum {
 	BPF_RB_NO_WAKEUP = 1,
