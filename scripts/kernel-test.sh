@@ -166,6 +166,11 @@ fi
 if [ $want_daemon = 1 ] && [ -z "$daemon_bin" ]; then
 	log "building the static stackmapd in $WORK/stackmapd-static"
 	t=$(now)
+	# A build dir belongs to one source tree: another checkout starts it over.
+	cache=$WORK/stackmapd-static/CMakeCache.txt
+	if [ -f "$cache" ] && ! grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$ROOT" "$cache"; then
+		rm -rf "$WORK/stackmapd-static"
+	fi
 	if { cmake -S "$ROOT" -B "$WORK/stackmapd-static" -DSTACKMAPD_STATIC=ON \
 		-DSTACKMAPD_TESTS=OFF -DSTACKMAPD_BENCH=OFF &&
 	     cmake --build "$WORK/stackmapd-static" -j"$JOBS" --target stackmapd; } \
