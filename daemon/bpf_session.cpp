@@ -102,7 +102,11 @@ BpfSession::BpfSession(const SessionConfig& config)
     throw Error("--trace and --verify cannot be combined: a verify sample replaces the event's "
                 "trace record; use one at a time");
   // Pins of a previous session (ours) or a loader's: continue their table.
-  const bool pinned_table = pins_ ? (use_pins(config), true) : load_own(config);
+  bool pinned_table = true;
+  if (pins_)
+    use_pins(config);
+  else
+    pinned_table = load_own(config);
   try {
     map_table();
     if (pinned_table && book().layout_version != 0)
@@ -196,9 +200,8 @@ void BpfSession::use_pins(const SessionConfig& config) {
       map_array(pins_->globals, &globals_len_, PROT_READ | PROT_WRITE, "globals"));
 }
 
-// The table's arrays and the ring, mapped once; idempotent.
+// The table's arrays and the ring, mapped once.
 void BpfSession::map_table() {
-  if (ring_) return;
   slots_ = static_cast<smt_slot*>(map_array(slots_fd_, &slots_len_, PROT_READ | PROT_WRITE, "slots"));
   pool_ = static_cast<const smt_elt*>(map_array(pool_fd_, &pool_len_, PROT_READ, "pool"));
   long page = sysconf(_SC_PAGESIZE);
@@ -252,6 +255,15 @@ void BpfSession::resume(const std::string& where) {
                store_.size(), store_.total_events(), epoch_);
 }
 
+// The link first: the program stops running before its event goes away.
+void BpfSession::close_links(std::vector<PerfLink>& links) {
+  for (const PerfLink& l : links) {
+    close(l.link_fd);
+    close(l.perf_fd);
+  }
+  links.clear();
+}
+
 BpfSession::PerfLink BpfSession::attach_perf(int prog_fd, int perf_fd, uint64_t cookie,
                                              const std::string& what) {
   // The cookie tells the shared program which source fired.
@@ -268,8 +280,7 @@ BpfSession::PerfLink BpfSession::attach_perf(int prog_fd, int perf_fd, uint64_t 
 }
 
 void BpfSession::reattach(const std::vector<Tracepoint>& events) {
-  for (const PerfLink& l : tracepoint_links_) close(l.link_fd), close(l.perf_fd);
-  tracepoint_links_.clear();
+  close_links(tracepoint_links_);
   sources_.clear();
   for (const auto& tp : events) {
     perf_event_attr attr = {};
@@ -365,11 +376,9 @@ void BpfSession::unpin() {
 BpfSession::~BpfSession() { teardown(); }
 
 void BpfSession::detach() {
-  for (const PerfLink& l : tracepoint_links_) close(l.link_fd), close(l.perf_fd);
-  for (const PerfLink& l : profile_links_) close(l.link_fd), close(l.perf_fd);
+  close_links(tracepoint_links_);
+  close_links(profile_links_);
   for (bpf_link* link : fentry_links_) bpf_link__destroy(link);
-  tracepoint_links_.clear();
-  profile_links_.clear();
   fentry_links_.clear();
 }
 

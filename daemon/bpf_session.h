@@ -143,6 +143,7 @@ class BpfSession {
   void wait_for_programs();
   void clear_table();
   PerfLink attach_perf(int prog_fd, int perf_fd, uint64_t cookie, const std::string& what);
+  static void close_links(std::vector<PerfLink>& links);
   void attach_functions(const SessionConfig& config);
   void attach_profile(uint32_t hz, uint32_t filter_cpu);
   void start_fresh();
