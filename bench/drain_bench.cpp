@@ -39,8 +39,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/bpf_session.h"
-#include "daemon/error.h"
+#include "daemon/bpf/bpf_session.h"
+#include "daemon/sys/error.h"
 #include "synth_producer.skel.h"
 
 namespace {

@@ -10,7 +10,7 @@
  *     counted hits for events it never recorded);
  *  2. read the reset state once; the daemon's reset waits out every program
  *     that may have read it live with an RCU grace period (membarrier), so
- *     the event path needs no barrier of its own (daemon/table_reset.cpp);
+ *     the event path needs no barrier of its own (daemon/bpf/table_reset.cpp);
  *  3. every event then ends in SMC_HITS or exactly one SMC_DROP_* counter of
  *     the epoch it read.
  * Counters are per CPU and per nesting level, so plain increments are exact:

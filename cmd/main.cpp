@@ -21,19 +21,19 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "daemon/config.h"
-#include "daemon/control.h"
-#include "daemon/error.h"
-#include "daemon/exports.h"
-#include "daemon/flamegraph.h"
-#include "daemon/fsmb.h"
-#include "daemon/kallsyms.h"
-#include "daemon/kernel_info.h"
-#include "daemon/pinning.h"
-#include "daemon/preflight.h"
-#include "daemon/service.h"
-#include "daemon/tracefs_session.h"
-#include "daemon/tracer.h"
+#include "daemon/run/config.h"
+#include "daemon/run/control.h"
+#include "daemon/sys/error.h"
+#include "daemon/export/exports.h"
+#include "daemon/export/flamegraph.h"
+#include "daemon/export/fsmb.h"
+#include "daemon/symbols/kallsyms.h"
+#include "daemon/symbols/kernel_info.h"
+#include "daemon/bpf/pinning.h"
+#include "daemon/bpf/preflight.h"
+#include "daemon/run/service.h"
+#include "daemon/tracefs/tracefs_session.h"
+#include "daemon/run/tracer.h"
 
 namespace {
 
@@ -383,7 +383,7 @@ int main(int argc, char** argv) {
                      "The stack_map.kernel written with the export (default: the one beside FILE): "
                      "its _text address gives the KASLR slide");
 
-  // Its options are parsed by daemon/config.cpp, again on every reload.
+  // Its options are parsed by daemon/run/config.cpp, again on every reload.
   CLI::App* daemon = app.add_subcommand(
       "daemon", "Run as the service (systemd Type=notify); 'stackmapd daemon --help' for options");
   daemon->prefix_command();

@@ -150,7 +150,7 @@ for v in $variants; do
 done
 
 # --- the daemon, static, for the guest ---
-# The tracefs backend (daemon/tracefs_session.cpp) with the exporters, in a
+# The tracefs backend (daemon/tracefs/tracefs_session.cpp) with the exporters, in a
 # static check program (tests/kernel/tracefs_check.cpp) run in the guest.
 if [ $want_stackmapd = 1 ] && [ -z "$stackmapd_bin" ]; then
 	log "building the static tracefs backend check"

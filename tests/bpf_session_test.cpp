@@ -11,9 +11,9 @@
 #include <thread>
 #include <cstring>
 
-#include "daemon/bpf_session.h"
-#include "daemon/kallsyms.h"
-#include "daemon/preflight.h"
+#include "daemon/bpf/bpf_session.h"
+#include "daemon/symbols/kallsyms.h"
+#include "daemon/bpf/preflight.h"
 #include "tests/load.h"
 
 namespace stackmapd {

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "daemon/error.h"
-#include "daemon/exports.h"
-#include "daemon/fsmb.h"
-#include "daemon/kallsyms.h"
+#include "daemon/sys/error.h"
+#include "daemon/export/exports.h"
+#include "daemon/export/fsmb.h"
+#include "daemon/symbols/kallsyms.h"
 
 namespace stackmapd {
 namespace {

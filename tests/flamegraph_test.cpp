@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/flamegraph.h"
+#include "daemon/export/flamegraph.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <regex>
 #include <sstream>
 
-#include "daemon/error.h"
-#include "daemon/kallsyms.h"
+#include "daemon/sys/error.h"
+#include "daemon/symbols/kallsyms.h"
 
 namespace stackmapd {
 namespace {

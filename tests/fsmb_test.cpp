@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/fsmb.h"
+#include "daemon/export/fsmb.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/error.h"
+#include "daemon/sys/error.h"
 
 #ifndef STACKMAPD_SOURCE_DIR
 #error "STACKMAPD_SOURCE_DIR must name the source tree, to find tests/rfc/stackmap_dump.py"

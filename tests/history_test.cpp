@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/exports.h"
-#include "daemon/history.h"
+#include "daemon/export/exports.h"
+#include "daemon/export/history.h"
 
 namespace stackmapd {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/kallsyms.h"
+#include "daemon/symbols/kallsyms.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "daemon/error.h"
+#include "daemon/sys/error.h"
 
 namespace stackmapd {
 namespace {

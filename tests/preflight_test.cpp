@@ -3,8 +3,8 @@
 
 #include <functional>
 
-#include "daemon/error.h"
-#include "daemon/preflight.h"
+#include "daemon/sys/error.h"
+#include "daemon/bpf/preflight.h"
 
 namespace stackmapd {
 namespace {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <gtest/gtest.h>
 
-#include "daemon/error.h"
-#include "daemon/stack_store.h"
+#include "daemon/sys/error.h"
+#include "daemon/model/stack_store.h"
 
 namespace stackmapd {
 namespace {

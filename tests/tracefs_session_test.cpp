@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 // The tracefs backend's parsers and Snapshot assembly, without a kernel: the
 // guest run of scripts/kernel-test.sh covers the live path.
-#include "daemon/tracefs_session.h"
+#include "daemon/tracefs/tracefs_session.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "daemon/error.h"
-#include "daemon/exports.h"
-#include "daemon/fsmb.h"
+#include "daemon/sys/error.h"
+#include "daemon/export/exports.h"
+#include "daemon/export/fsmb.h"
 
 namespace stackmapd {
 namespace {

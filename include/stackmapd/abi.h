@@ -49,7 +49,7 @@ struct smt_elt {
 struct smt_shared {
 	__u32 next_elt;		/* pool elements handed out; may pass the pool size */
 	/* Reset protocol state, written by the daemon only: epoch << 1 | resetting
-	 * (see daemon/table_reset.cpp). */
+	 * (see daemon/bpf/table_reset.cpp). */
 	__u32 state;
 	/* jhash2 seed, random per table: kept with the table (not in .rodata) so
 	 * a daemon that takes over pinned maps hashes into the same slots. */

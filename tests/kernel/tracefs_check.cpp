@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-// Guest-side check of the daemon's tracefs backend (daemon/tracefs_session.h),
+// Guest-side check of the daemon's tracefs backend (daemon/tracefs/tracefs_session.h),
 // run by tests/kernel/guest-init.sh in a kernel with the stackmap series:
 // trace kmem:kmem_cache_alloc and sched:sched_process_fork on our own
 // instance under a fork/exec workload, write the exports as the daemon does,
@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
-#include "daemon/error.h"
-#include "daemon/exports.h"
-#include "daemon/fsmb.h"
-#include "daemon/kallsyms.h"
-#include "daemon/tracefs_session.h"
+#include "daemon/sys/error.h"
+#include "daemon/export/exports.h"
+#include "daemon/export/fsmb.h"
+#include "daemon/symbols/kallsyms.h"
+#include "daemon/tracefs/tracefs_session.h"
 
 extern char** environ;
 

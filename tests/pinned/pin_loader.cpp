@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/loader_pins.h"
+#include "daemon/bpf/loader_pins.h"
 
 namespace {
 

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/bpf/loader_pins.h"
+
+#include <bpf/bpf.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "daemon/sys/error.h"
+#include "stackmapd/abi.h"
+
+namespace stackmapd {
+
+namespace {
+
+constexpr const char* kObject = "stackmapd";
+
+std::string load_hint(const std::string& dir) {
+  return "load stackmapd.o (share/stackmapd/bpfloader/, built with -DSMT_BPFLOADER) with "
+         "bpfloader or another loader that pins into " + dir + " first";
+}
+
+bool power_of_two(uint32_t v) { return v && !(v & (v - 1)); }
+
+}  // namespace
+
+std::string LoaderPins::map_pin(const std::string& map) {
+  return std::string("map_") + kObject + "_" + map;
+}
+
+std::string LoaderPins::prog_pin(const std::string& section) {
+  std::string name = std::string("prog_") + kObject + "_" + section;
+  for (char& c : name)
+    if (c == '/') c = '_';
+  return name;
+}
+
+LoaderPins::LoaderPins(const std::string& dir) : dir_(dir) {
+  dir_fd_ = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd_ < 0)
+    throw Error("--pinned " + dir + ": " + std::strerror(errno) + ": " + load_hint(dir));
+  if (flock(dir_fd_, LOCK_EX | LOCK_NB) != 0) {
+    close(dir_fd_);
+    throw Error("another stackmapd uses the programs pinned in " + dir +
+                ": stop it first (one reader per table)");
+  }
+  try {
+    pool = open_map("pool", BPF_MAP_TYPE_ARRAY, sizeof(smt_elt), BPF_F_MMAPABLE);  // gives bits
+    slots = open_map("slots", BPF_MAP_TYPE_ARRAY, sizeof(smt_slot), BPF_F_MMAPABLE);
+    counters = open_map("counters", BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(smt_cpu_counters), 0);
+    ids = open_map("ids", BPF_MAP_TYPE_RINGBUF, 0, 0);
+    settings = open_map("settings", BPF_MAP_TYPE_ARRAY, sizeof(smt_config), 0);
+    globals = open_map("globals", BPF_MAP_TYPE_ARRAY, sizeof(smt_globals), BPF_F_MMAPABLE);
+    tracepoint_prog = open_prog("tracepoint/stackmapd", BPF_PROG_TYPE_TRACEPOINT, true);
+    profile_prog = open_prog("perf_event/stackmapd", BPF_PROG_TYPE_PERF_EVENT, false);
+  } catch (...) {
+    for (int fd : fds_) close(fd);
+    close(dir_fd_);
+    throw;
+  }
+}
+
+LoaderPins::~LoaderPins() {
+  for (int fd : fds_) close(fd);
+  close(dir_fd_);
+}
+
+int LoaderPins::open_map(const std::string& name, uint32_t type, uint32_t value_size,
+                         uint32_t flags) {
+  const std::string path = dir_ + "/" + map_pin(name);
+  int fd = bpf_obj_get(path.c_str());
+  if (fd < 0)
+    throw Error("--pinned: " + path + " is missing (" + std::strerror(errno) + "): " +
+                load_hint(dir_));
+  fds_.push_back(fd);
+  bpf_map_info info = {};
+  uint32_t len = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
+    throw Error("--pinned: " + path + " is not a BPF map: " + load_hint(dir_));
+  if (info.type != type || (value_size && info.value_size != value_size) ||
+      (info.map_flags & flags) != flags)
+    throw Error("--pinned: " + path + " has another layout (type " + std::to_string(info.type) +
+                ", value size " + std::to_string(info.value_size) + "; want type " +
+                std::to_string(type) + ", value size " + std::to_string(value_size) +
+                "): it comes from another build of stackmapd.o; load this version's");
+  if (name == "pool") {
+    bits = 0;
+    while ((1u << bits) < info.max_entries) ++bits;
+    if (!power_of_two(info.max_entries) || bits < SMT_MIN_BITS || bits > SMT_MAX_BITS)
+      throw Error("--pinned: " + path + " holds " + std::to_string(info.max_entries) +
+                  " stacks; stackmapd.o must be built with SMT_BPFLOADER_BITS in " +
+                  std::to_string(SMT_MIN_BITS) + ".." + std::to_string(SMT_MAX_BITS));
+  } else if (name == "slots" && info.max_entries != 2u << bits) {
+    throw Error("--pinned: " + path + " has " + std::to_string(info.max_entries) +
+                " slots, not twice the pool's " + std::to_string(1u << bits) +
+                ": pins of two different builds; reload stackmapd.o");
+  } else if (name == "counters" && info.max_entries != SMT_MAX_NEST) {
+    throw Error("--pinned: " + path + " has another layout: reload this version's stackmapd.o");
+  } else if (name == "ids") {
+    ring_bytes = info.max_entries;
+  }
+  return fd;
+}
+
+int LoaderPins::open_prog(const std::string& section, uint32_t type, bool required) {
+  const std::string path = dir_ + "/" + prog_pin(section);
+  int fd = bpf_obj_get(path.c_str());
+  if (fd < 0) {
+    if (!required && errno == ENOENT) return -1;
+    throw Error("--pinned: " + path + " is missing (" + std::strerror(errno) + "): " +
+                load_hint(dir_));
+  }
+  fds_.push_back(fd);
+  bpf_prog_info info = {};
+  uint32_t len = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0 || info.type != type)
+    throw Error("--pinned: " + path + " is not a BPF program of type " + std::to_string(type) +
+                ": " + load_hint(dir_));
+  return fd;
+}
+
+}  // namespace stackmapd

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: GPL-2.0
+// Checks that turn the kernel's bare errnos into one line a user can act on,
+// run before anything is loaded so that nothing is left half-done.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/bpf/bpf_session.h"
+
+namespace stackmapd {
+
+// CAP_BPF + CAP_PERFMON, or CAP_SYS_ADMIN (what root has).
+void check_privileges();
+// Kernel BTF, without which the CO-RE program cannot be relocated.
+void check_btf(const std::string& btf_path = "/sys/kernel/btf/vmlinux");
+// The tracefs events directory (/sys/kernel/tracing/events or the debugfs one).
+std::string find_tracefs_events();
+// Each event must exist under the tracefs events directory; names the first one missing.
+void check_tracepoints(const std::vector<Tracepoint>& events, const std::string& events_dir);
+// `--bits` within the RFC's range.
+void check_bits(long bits);
+// `--ringbuf-kb`: a power of two the kernel accepts; returns the size in bytes.
+uint32_t ringbuf_bytes(uint32_t kb);
+
+}  // namespace stackmapd

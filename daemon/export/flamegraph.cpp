@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/export/flamegraph.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "daemon/sys/error.h"
+#include "daemon/export/exports.h"
+#include "daemon/symbols/kallsyms.h"
+
+namespace stackmapd {
+
+namespace {
+
+using nlohmann::json;
+
+std::string frame_name(std::string_view name, std::string_view module) {
+  std::string out(name);
+  if (!module.empty()) {
+    out += "_[";
+    out += module;
+    out += ']';
+  }
+  return out;
+}
+
+// "sym+0xoff/0xsize [mod]" → "sym_[mod]"; "0x..." (unresolved) and anything else stay as-is.
+std::string frame_from_symbol(std::string_view symbol) {
+  std::string_view module;
+  if (symbol.size() > 3 && symbol.back() == ']') {
+    size_t open = symbol.rfind(" [");
+    if (open != std::string_view::npos) {
+      module = symbol.substr(open + 2, symbol.size() - open - 3);
+      symbol = symbol.substr(0, open);
+    }
+  }
+  size_t plus = symbol.rfind("+0x");
+  if (plus != std::string_view::npos && plus > 0) symbol = symbol.substr(0, plus);
+  return frame_name(symbol, module);
+}
+
+// Frames of `s` root first; a stack without frames is one "[unknown]" frame.
+std::vector<const std::string*> root_first(const SymbolizedStack& s) {
+  static const std::string unknown = "[unknown]";
+  std::vector<const std::string*> path;
+  for (auto it = s.frames.rbegin(); it != s.frames.rend(); ++it) path.push_back(&*it);
+  if (path.empty()) path.push_back(&unknown);
+  return path;
+}
+
+std::string folded_frame(const std::string& frame) {
+  std::string out = frame;
+  for (char& c : out) {
+    if (c == ';') c = ':';
+    else if (static_cast<unsigned char>(c) <= ' ' || c == '\x7f') c = '_';
+  }
+  return out;
+}
+
+// --- SVG ---
+
+// Text content / attribute value: the five XML specials escaped, characters XML 1.0 forbids
+// and bytes that are not UTF-8 replaced by '?', so any name keeps the document well-formed.
+void append_xml(std::string& out, std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      switch (c) {
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '&': out += "&amp;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&apos;"; break;
+        default: out += (c < 0x20 && c != '\t' && c != '\n' && c != '\r') ? '?' : char(c);
+      }
+      ++i;
+      continue;
+    }
+    size_t len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+    if (len == 3 && c > 0xef) len = 0;
+    bool ok = len != 0 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k)
+      ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    if (ok) {  // no overlong forms, no surrogates, nothing above U+10FFFF
+      const auto c1 = static_cast<unsigned char>(s[i + 1]);
+      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) && !(c == 0xf0 && c1 < 0x90) &&
+           !(c == 0xf4 && c1 >= 0x90);
+    }
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += '?';
+      ++i;
+    }
+  }
+}
+
+std::string xml(std::string_view s) {
+  std::string out;
+  append_xml(out, s);
+  return out;
+}
+
+// Fixed-point without the C locale's say: the same bytes on every machine.
+std::string fixed(double v, int digits) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed, digits);
+  return ec == std::errc() ? std::string(buf, end) : "0";
+}
+
+// flamegraph.pl's "hot" palette, chosen by a hash of the name instead of at random.
+std::string warm_color(std::string_view name) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a
+  for (char c : name) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  const unsigned r = 205 + static_cast<unsigned>((h >> 8) % 51);
+  const unsigned g = static_cast<unsigned>((h >> 24) % 231);
+  const unsigned b = static_cast<unsigned>((h >> 40) % 56);
+  return "rgb(" + std::to_string(r) + "," + std::to_string(g) + "," + std::to_string(b) + ")";
+}
+
+constexpr int kFontSize = 12;
+constexpr double kFontWidth = 0.62;  // average glyph width per font size (DejaVu, Verdana)
+constexpr int kXPad = 10;
+constexpr int kTitleSpace = kFontSize * 3;
+constexpr int kDetailsSpace = kFontSize * 2 + 10;
+
+// The label that fits in `px` after 3 px margins: the name, or its start and "..", or nothing
+// under 3 glyphs.
+std::string clip_label(const std::string& name, double px) {
+  if (px < 6) return {};
+  const auto fit = static_cast<size_t>((px - 6) / (kFontSize * kFontWidth));
+  if (fit < 3) return {};
+  if (name.size() <= fit) return name;
+  size_t cut = fit - 2;
+  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xc0) == 0x80) --cut;  // UTF-8
+  return name.substr(0, cut) + "..";
+}
+
+struct Node {
+  uint64_t count = 0;
+  std::map<std::string, std::unique_ptr<Node>> children;  // by name: the order of the graph
+};
+
+struct Frame {
+  const std::string* name;
+  const Node* node;
+  int depth;
+  double x, width;
+};
+
+void layout(const std::string& name, const Node& node, int depth, double x, double scale,
+            double min_px, std::vector<Frame>& out) {
+  const double width = static_cast<double>(node.count) * scale;
+  if (width < min_px) return;
+  out.push_back({&name, &node, depth, x, width});
+  for (const auto& [child_name, child] : node.children) {
+    layout(child_name, *child, depth + 1, x, scale, min_px, out);
+    x += static_cast<double>(child->count) * scale;
+  }
+}
+
+// Click a frame to zoom on it, "Reset Zoom" to return; the bottom line names the frame under
+// the pointer. Geometry comes from the frames' own attributes, kept in data-* on first zoom.
+constexpr std::string_view kScript = R"js(
+(function () {
+  "use strict";
+  var root = document.documentElement, frames = document.getElementById("frames");
+  var details = document.getElementById("details"), reset = document.getElementById("unzoom");
+  var W = +root.getAttribute("width"), PAD = +root.getAttribute("data-xpad");
+  var GLYPH = +root.getAttribute("data-glyph");
+  function frameOf(e) {
+    while (e && e !== frames) {
+      if (e.getAttribute && e.getAttribute("class") === "f") return e;
+      e = e.parentNode;
+    }
+    return null;
+  }
+  function nameOf(g) {
+    var t = g.getElementsByTagName("title")[0].textContent;
+    return t.substring(0, t.lastIndexOf(" ("));
+  }
+  function orig(el, a) {
+    var v = el.getAttribute("data-" + a);
+    if (v === null) { v = el.getAttribute(a); el.setAttribute("data-" + a, v); }
+    return parseFloat(v);
+  }
+  function place(g, x, w) {
+    var r = g.getElementsByTagName("rect")[0], t = g.getElementsByTagName("text")[0];
+    orig(r, "x"); orig(r, "width"); orig(t, "x");
+    r.setAttribute("x", x.toFixed(2));
+    r.setAttribute("width", w.toFixed(2));
+    t.setAttribute("x", (x + 3).toFixed(2));
+    var n = nameOf(g), fit = Math.floor((w - 6) / GLYPH);
+    t.textContent = fit < 3 ? "" : n.length <= fit ? n : n.substring(0, fit - 2) + "..";
+  }
+  function zoom(target) {
+    var tr = target.getElementsByTagName("rect")[0], eps = 0.05;  // attributes have 2 decimals
+    var x0 = orig(tr, "x"), w0 = orig(tr, "width"), y0 = orig(tr, "y"), k = (W - 2 * PAD) / w0;
+    var all = frames.getElementsByTagName("g");
+    for (var i = 0; i < all.length; i++) {
+      var g = all[i], r = g.getElementsByTagName("rect")[0];
+      var x = orig(r, "x"), w = orig(r, "width"), y = orig(r, "y");
+      var inside = x >= x0 - eps && x + w <= x0 + w0 + eps;
+      var below = y > y0 && x <= x0 + eps && x + w >= x0 + w0 - eps;
+      g.style.display = inside && y <= y0 || below ? "" : "none";
+      g.style.opacity = below ? "0.5" : "";
+      if (below) place(g, PAD, W - 2 * PAD);
+      else if (inside) place(g, PAD + (x - x0) * k, w * k);
+    }
+    reset.style.display = "";
+  }
+  function unzoom() {
+    var all = frames.getElementsByTagName("g");
+    for (var i = 0; i < all.length; i++) {
+      var g = all[i], r = g.getElementsByTagName("rect")[0];
+      g.style.display = ""; g.style.opacity = "";
+      place(g, orig(r, "x"), orig(r, "width"));
+    }
+    reset.style.display = "none";
+  }
+  frames.addEventListener("click", function (e) { var g = frameOf(e.target); if (g) zoom(g); });
+  frames.addEventListener("mouseover", function (e) {
+    var g = frameOf(e.target);
+    if (g) details.textContent = g.getElementsByTagName("title")[0].textContent;
+  });
+  frames.addEventListener("mouseout", function () { details.textContent = " "; });
+  reset.addEventListener("click", unzoom);
+})();
+)js";
+
+}  // namespace
+
+std::vector<SymbolizedStack> symbolize_stacks(const std::vector<StackRecord>& stacks,
+                                              const Kallsyms* ksyms) {
+  std::vector<SymbolizedStack> out;
+  out.reserve(stacks.size());
+  for (const auto& s : stacks) {
+    SymbolizedStack sym{s.ref_count, {}};
+    sym.frames.reserve(s.ips.size());
+    for (uint64_t ip : s.ips) {
+      const auto match = ksyms ? ksyms->lookup(ip) : std::nullopt;
+      sym.frames.push_back(match ? frame_name(match->name, match->module)
+                                : symbolize(ip, nullptr));
+    }
+    out.push_back(std::move(sym));
+  }
+  return out;
+}
+
+std::vector<SymbolizedStack> stacks_from_json(std::string_view json_text,
+                                              const std::string& source) {
+  const std::string fix = ": pass a stack_map.json written by stackmapd --output";
+  json doc;
+  try {
+    doc = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    if (size_t p = what.find("] "); p != std::string::npos) what.erase(0, p + 2);
+    throw Error(source + " is not valid JSON (" + what + ")" + fix);
+  }
+  const json* stacks = &doc;
+  if (doc.is_object()) {
+    auto it = doc.find("stacks");
+    if (it == doc.end()) throw Error(source + " has no \"stacks\" array" + fix);
+    stacks = &*it;
+  }
+  if (!stacks->is_array()) throw Error(source + ": \"stacks\" is not an array" + fix);
+
+  std::vector<SymbolizedStack> out;
+  out.reserve(stacks->size());
+  for (size_t i = 0; i < stacks->size(); ++i) {
+    const json& s = (*stacks)[i];
+    const std::string where = source + ": stacks[" + std::to_string(i) + "]";
+    if (!s.is_object()) throw Error(where + " is not an object" + fix);
+    auto count = s.find("ref_count");
+    if (count == s.end() || !count->is_number_unsigned())
+      throw Error(where + ".ref_count is missing or not a non-negative integer" + fix);
+    const bool has_symbols = s.contains("symbols");
+    const char* field = has_symbols ? "symbols" : "ips";
+    auto frames = s.find(field);
+    if (frames == s.end() || !frames->is_array())
+      throw Error(where + " has neither a \"symbols\" nor an \"ips\" array" + fix);
+    SymbolizedStack sym{count->get<uint64_t>(), {}};
+    for (size_t k = 0; k < frames->size(); ++k) {
+      const json& f = (*frames)[k];
+      if (!f.is_string() || f.get_ref<const std::string&>().empty())
+        throw Error(where + "." + field + "[" + std::to_string(k) + "] is not a non-empty string" +
+                    fix);
+      sym.frames.push_back(frame_from_symbol(f.get_ref<const std::string&>()));
+    }
+    out.push_back(std::move(sym));
+  }
+  return out;
+}
+
+std::string format_folded(const std::vector<SymbolizedStack>& stacks) {
+  std::map<std::string, uint64_t> paths;
+  for (const auto& s : stacks) {
+    if (s.count == 0) continue;
+    std::string path;
+    for (const std::string* frame : root_first(s)) {
+      if (!path.empty()) path += ';';
+      path += folded_frame(*frame);
+    }
+    paths[path] += s.count;
+  }
+  std::string out;
+  for (const auto& [path, count] : paths) out += path + " " + std::to_string(count) + "\n";
+  return out;
+}
+
+std::string format_folded(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms) {
+  return format_folded(symbolize_stacks(stacks, ksyms));
+}
+
+std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
+                                  const FlameGraphOptions& opt) {
+  const int width = std::max(opt.width, 2 * kXPad + 100);
+  const int frame_h = std::max(opt.frame_height, 4);
+
+  static const std::string all = "all";
+  Node root;
+  for (const auto& s : stacks) {
+    if (s.count == 0) continue;
+    root.count += s.count;
+    Node* node = &root;
+    for (const std::string* frame : root_first(s)) {
+      auto& child = node->children[*frame];
+      if (!child) child = std::make_unique<Node>();
+      child->count += s.count;
+      node = child.get();
+    }
+  }
+
+  std::vector<Frame> frames;
+  const double scale =
+      root.count ? static_cast<double>(width - 2 * kXPad) / static_cast<double>(root.count) : 0;
+  if (root.count) layout(all, root, 0, kXPad, scale, opt.min_frame_px, frames);
+  int max_depth = 0;
+  for (const Frame& f : frames) max_depth = std::max(max_depth, f.depth);
+  const int height = (max_depth + 1) * frame_h + kTitleSpace + kDetailsSpace;
+
+  const std::string w = std::to_string(width), h = std::to_string(height);
+  std::string out;
+  out += "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n";
+  out += "<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w +
+         "\" height=\"" + h + "\" viewBox=\"0 0 " + w + " " + h + "\" data-xpad=\"" +
+         std::to_string(kXPad) + "\" data-glyph=\"" + fixed(kFontSize * kFontWidth, 2) + "\">\n";
+  out += "<defs><linearGradient id=\"background\" x1=\"0\" x2=\"0\" y1=\"0\" y2=\"1\">"
+         "<stop stop-color=\"#eeeeee\" offset=\"5%\"/><stop stop-color=\"#eeeeb0\" offset=\"95%\"/>"
+         "</linearGradient></defs>\n";
+  out += "<style>text{font-family:Verdana,\"DejaVu Sans\",sans-serif;font-size:" +
+         std::to_string(kFontSize) +
+         "px;fill:#000}#title{text-anchor:middle;font-size:17px}#unzoom{cursor:pointer}"
+         ".f:hover rect{stroke:#000;stroke-width:0.5}.f{cursor:pointer}</style>\n";
+  out += "<rect x=\"0\" y=\"0\" width=\"" + w + "\" height=\"" + h +
+         "\" fill=\"url(#background)\"/>\n";
+  out += "<text id=\"title\" x=\"" + std::to_string(width / 2) + "\" y=\"24\">" + xml(opt.title) +
+         "</text>\n";
+  out += "<text id=\"unzoom\" x=\"" + std::to_string(kXPad) +
+         "\" y=\"24\" style=\"display:none\">Reset Zoom</text>\n";
+  out += "<text id=\"details\" x=\"" + std::to_string(kXPad) + "\" y=\"" +
+         std::to_string(height - kDetailsSpace / 2) + "\">" +
+         (root.count ? " " : "No stacks recorded") + "</text>\n";
+  out += "<g id=\"frames\">\n";
+  for (const Frame& f : frames) {
+    const double share = 100.0 * static_cast<double>(f.node->count) /
+                         static_cast<double>(root.count);
+    const int y = height - kDetailsSpace - (f.depth + 1) * frame_h;
+    out += "<g class=\"f\"><title>";
+    append_xml(out, *f.name);
+    out += " (" + std::to_string(f.node->count) + " events, " + fixed(share, 2) + "%)</title>";
+    out += "<rect x=\"" + fixed(f.x, 2) + "\" y=\"" + std::to_string(y) + "\" width=\"" +
+           fixed(f.width, 2) + "\" height=\"" + std::to_string(frame_h - 1) +
+           "\" rx=\"2\" ry=\"2\" fill=\"" + warm_color(*f.name) + "\"/>";
+    out += "<text x=\"" + fixed(f.x + 3, 2) + "\" y=\"" +
+           std::to_string(y + frame_h - 5) + "\">";
+    append_xml(out, clip_label(*f.name, f.width));
+    out += "</text></g>\n";
+  }
+  out += "</g>\n<script><![CDATA[";
+  out += kScript;
+  out += "]]></script>\n</svg>\n";
+  return out;
+}
+
+std::string render_flamegraph_svg(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms,
+                                  const FlameGraphOptions& opt) {
+  return render_flamegraph_svg(symbolize_stacks(stacks, ksyms), opt);
+}
+
+}  // namespace stackmapd

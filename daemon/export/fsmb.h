@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: GPL-2.0
+// FSMB, the binary `stack_map_bin` export (DESIGN.md, "FSMB binary export"). The layout is a
+// contract with the RFC's kernel path and its tools/tracing/stackmap_dump.py, so it is written and
+// read byte by byte, never through a struct.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "daemon/model/stack_record.h"
+
+namespace stackmapd {
+
+// Kernel stacks are at most a few hundred frames deep; a record claiming more is corruption,
+// and refusing it bounds what one record can make the reader allocate.
+inline constexpr uint32_t kFsmbMaxFrames = 4096;
+
+enum class FsmbRevision {
+  kV2,  // magic 0x464D5342, version 2: the RFC's kernel path, and what we write
+  kV1,  // magic 0x46534D42, version 1: the later revision of the same layout, read only
+};
+
+// Names the revision for users, e.g. "FSMB v2 (magic 0x464d5342)".
+const char* fsmb_revision_name(FsmbRevision revision);
+
+struct FsmbFile {
+  FsmbRevision revision = FsmbRevision::kV2;
+  std::vector<StackRecord> stacks;
+};
+
+// Byte-exact FSMB v2. ref_count saturates at UINT32_MAX. Throws Error for a stack with more than
+// kFsmbMaxFrames frames, since no reader (ours included) would accept the file.
+std::string fsmb_encode(const std::vector<StackRecord>& stacks);
+
+// Parses an FSMB v2 or v1 file; `name` is what error messages call the file. Safe on arbitrary
+// input. Throws Error with a one-line message for empty, truncated, foreign or corrupt files.
+FsmbFile fsmb_decode(std::string_view bytes, const std::string& name);
+
+// Reads `path` whole and decodes it; throws Error if it cannot be read or decoded.
+FsmbFile fsmb_read_file(const std::string& path);
+
+}  // namespace stackmapd

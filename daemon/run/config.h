@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: GPL-2.0
+// The service's settings: the same options on the command line and in
+// /etc/stackmapd/stackmapd.conf (CLI11's config-file format), re-read on reload.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "daemon/bpf/bpf_session.h"
+
+namespace CLI {
+class App;
+}
+
+namespace stackmapd {
+
+inline constexpr const char* kDefaultConfig = "/etc/stackmapd/stackmapd.conf";
+inline constexpr const char* kDefaultRuntimeDir = "/run/stackmapd";
+inline constexpr const char* kDefaultPinDir = "/sys/fs/bpf/stackmapd";
+inline constexpr const char* kControlSocket = "control.sock";
+
+struct DaemonConfig {
+  std::vector<std::string> events = {"kmem:kmem_cache_alloc"};
+  long bits = SMT_DEFAULT_BITS;
+  double snapshot_interval = 10;          // seconds between export refreshes
+  std::string export_dir = kDefaultRuntimeDir;  // also holds the control socket and lock
+  std::string export_group;               // may read exports and use the socket; empty: root only
+  std::string pin_dir = kDefaultPinDir;   // empty: do not pin (the table dies with the daemon)
+  bool keep_pins = false;                 // keep the table across a clean stop and start
+  std::string pinned;                     // use a loader's pins here (Android), not our object
+  uint32_t ringbuf_kb = 8192;
+  uint32_t verify = 0;
+  uint64_t history_max_kb = 0;            // keep past stack_map_bin in export-dir/history; 0 = off
+  std::string config_path = kDefaultConfig;
+
+  // Checks every value; throws Error naming the bad one.
+  SessionConfig session() const;
+  gid_t group_id() const;  // kNoGroup when export_group is empty
+};
+
+// The arguments of `stackmapd daemon`: the config file (--config, default
+// /etc/stackmapd/stackmapd.conf when it exists) with the options given beside
+// it taking precedence. A reload parses the same arguments again, re-reading
+// the file. Throws Error with one line; --help prints the options and exits.
+DaemonConfig parse_daemon_args(std::vector<std::string> args);
+
+}  // namespace stackmapd

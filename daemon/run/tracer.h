@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: GPL-2.0
+// A foreground tracing session: load, attach, drain on a timer until the
+// duration passes or SIGINT/SIGTERM arrives, then hand back the final state.
+#pragma once
+
+#include <optional>
+
+#include "daemon/bpf/bpf_session.h"
+#include "daemon/export/exports.h"
+
+namespace stackmapd {
+
+struct TraceOptions {
+  SessionConfig session;
+  std::vector<std::string> function_patterns;  // -f, resolved against tracefs
+  std::string trace_path;                      // --trace: "-" for stdout; empty: none
+  std::optional<double> duration_s;  // none: until SIGINT/SIGTERM
+  // The BPF side submits ids without waking the daemon (a wakeup costs more
+  // than capturing the stack), so the daemon drains on this timer.
+  int drain_interval_ms = 100;
+};
+
+// Runs the preflight checks (privileges, BTF, sources) and the session.
+Snapshot trace(TraceOptions options);
+
+}  // namespace stackmapd

@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/symbols/kallsyms.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <limits>
+#include <system_error>
+
+#include "daemon/sys/error.h"
+
+namespace stackmapd {
+
+namespace {
+
+// kallsyms gives start addresses only, so a symbol ends where the next one starts. The last
+// symbol before a hole (end of core text before the __init text, the last function of a module)
+// really ends much earlier, and an ip in the hole would print a made-up size. No function is
+// anywhere near 1 MiB long, so a larger distance marks such a hole and the ip stays unresolved.
+constexpr uint64_t max_symbol_size = uint64_t{1} << 20;
+
+constexpr std::string_view line_format = "<hex address> <type> <name>, then optionally [<module>]";
+
+struct Line {
+  uint64_t addr;
+  char type;
+  std::string_view name;
+  std::string_view module;
+};
+
+bool is_blank(char c) { return c == ' ' || c == '\t'; }
+
+// Only code can be on a stack: t/T are functions, w/W weak functions. Data (d/D/b/B/r/R) and
+// absolute (a/A) symbols would otherwise cut the size of the function before them.
+bool is_text(char type) { return type == 't' || type == 'T' || type == 'w' || type == 'W'; }
+
+// "ffffffff81000000 T _stext" or "ffffffffc0a01000 t foo_init\t[mod]".
+std::optional<Line> parse_line(std::string_view text) {
+  Line line{};
+  const char* end = text.data() + text.size();
+  auto [after_addr, ec] = std::from_chars(text.data(), end, line.addr, 16);
+  if (ec != std::errc() || after_addr == text.data()) return std::nullopt;
+  std::string_view rest(after_addr, end - after_addr);
+  if (rest.size() < 4 || rest[0] != ' ' || is_blank(rest[1]) || rest[2] != ' ') {
+    return std::nullopt;
+  }
+  line.type = rest[1];
+  rest.remove_prefix(3);
+  const size_t name_end = std::min(rest.find_first_of(" \t"), rest.size());
+  line.name = rest.substr(0, name_end);
+  if (line.name.empty() || line.name.size() > std::numeric_limits<uint16_t>::max()) {
+    return std::nullopt;
+  }
+  rest.remove_prefix(name_end);
+  if (rest.empty()) return line;
+  const size_t module_start = rest.find_first_not_of(" \t");
+  if (module_start == std::string_view::npos) return std::nullopt;
+  rest.remove_prefix(module_start);
+  if (rest.size() < 3 || rest.front() != '[' || rest.back() != ']') return std::nullopt;
+  line.module = rest.substr(1, rest.size() - 2);
+  if (line.module.find_first_of(" \t[]") != std::string_view::npos) return std::nullopt;
+  return line;
+}
+
+std::string malformed_line_error(const std::string& source, size_t line_number,
+                                 std::string_view line) {
+  constexpr size_t max_quoted = 80;  // enough to recognize the line, short enough for one line
+  std::string quoted(line.substr(0, max_quoted));
+  if (line.size() > max_quoted) quoted += "...";
+  return source + " line " + std::to_string(line_number) + " is malformed (\"" + quoted +
+         "\"): expected \"" + std::string(line_format) + "\"; pass an unmodified copy of " +
+         "/proc/kallsyms";
+}
+
+std::string read_error(const std::string& path, int err) {
+  std::string fix = "check the path";
+  if (err == EACCES || err == EPERM) {
+    fix = "run as root";
+  } else if (err == ENOENT) {
+    fix = "check the path (/proc/kallsyms needs a kernel built with CONFIG_KALLSYMS)";
+  }
+  return "cannot read " + path + ": " + std::generic_category().message(err) + ": " + fix;
+}
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+void append_hex(std::string& out, uint64_t value) {
+  char buf[16];  // 64 bits are at most 16 hex digits
+  const auto result = std::to_chars(buf, buf + sizeof(buf), value, 16);
+  out += "0x";
+  out.append(buf, result.ptr);
+}
+
+}  // namespace
+
+Kallsyms Kallsyms::load(const std::string& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw Error(read_error(path, errno));
+  // /proc files report size 0, so read until EOF into a buffer that doubles; one read per
+  // chunk instead of per line is what keeps 200k lines fast.
+  std::string text(size_t{1} << 20, '\0');
+  size_t used = 0;
+  for (;;) {
+    if (used == text.size()) text.resize(text.size() * 2);
+    const ssize_t n = ::read(fd.get(), text.data() + used, text.size() - used);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(read_error(path, errno));
+    }
+    used += static_cast<size_t>(n);
+  }
+  text.resize(used);
+  return parse_from(text, path);
+}
+
+Kallsyms Kallsyms::parse(std::string_view text) { return parse_from(text, "kallsyms"); }
+
+Kallsyms Kallsyms::parse_from(std::string_view text, const std::string& source) {
+  // Arena offsets are 32 bits and the arena never outgrows the text.
+  if (text.size() > std::numeric_limits<uint32_t>::max()) {
+    throw Error(source + " is larger than 4 GiB: pass a copy of /proc/kallsyms");
+  }
+  Kallsyms result;
+  bool any_line = false;
+  bool all_zero = true;
+  // /proc/kallsyms lists each module's symbols together, so remembering the last module name
+  // stores each one once.
+  std::string_view last_module;
+  uint32_t last_module_offset = 0;
+  size_t line_number = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t eol = std::min(text.find('\n', pos), text.size());
+    const std::string_view text_line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    ++line_number;
+    const std::optional<Line> line = parse_line(text_line);
+    if (!line) throw Error(malformed_line_error(source, line_number, text_line));
+    any_line = true;
+    all_zero = all_zero && line->addr == 0;
+    if (line->name == "_text" && line->module.empty()) result.text_address_ = line->addr;
+    if (!is_text(line->type)) continue;
+    Symbol symbol{line->addr, static_cast<uint32_t>(result.arena_.size()), 0,
+                  static_cast<uint16_t>(line->name.size()), 0};
+    result.arena_ += line->name;
+    if (!line->module.empty()) {
+      if (line->module != last_module) {
+        last_module = line->module;
+        last_module_offset = static_cast<uint32_t>(result.arena_.size());
+        result.arena_ += line->module;
+      }
+      symbol.module_offset = last_module_offset;
+      symbol.module_len = static_cast<uint16_t>(line->module.size());
+    }
+    result.symbols_.push_back(symbol);
+  }
+  if (result.symbols_.empty()) {
+    throw Error(source + " has no text symbols (types t, T, w, W): pass a copy of /proc/kallsyms");
+  }
+  // Aliases share an address (_text and _stext). The kernel's %pS picks the first alias in its
+  // table, which is also the order /proc/kallsyms prints core symbols in, so a stable sort and
+  // keeping the first of each address gives the same name and is deterministic for modules too.
+  std::stable_sort(result.symbols_.begin(), result.symbols_.end(),
+                   [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; });
+  result.symbols_.erase(
+      std::unique(result.symbols_.begin(), result.symbols_.end(),
+                  [](const Symbol& a, const Symbol& b) { return a.addr == b.addr; }),
+      result.symbols_.end());
+  result.symbols_.shrink_to_fit();
+  result.arena_.shrink_to_fit();
+  result.addresses_hidden_ = any_line && all_zero;
+  return result;
+}
+
+std::optional<Kallsyms::Match> Kallsyms::lookup(uint64_t ip) const {
+  const auto next =
+      std::upper_bound(symbols_.begin(), symbols_.end(), ip,
+                       [](uint64_t value, const Symbol& symbol) { return value < symbol.addr; });
+  // Below the first symbol, or in the last one, whose end is unknown.
+  if (next == symbols_.begin() || next == symbols_.end()) return std::nullopt;
+  const Symbol& symbol = *(next - 1);
+  const uint64_t size = next->addr - symbol.addr;
+  // A symbol followed by another module's (or the core kernel's) is the last of its module, and
+  // its end is unknown just as for the last symbol overall.
+  if (size > max_symbol_size || module_of(*next) != module_of(symbol)) return std::nullopt;
+  return Match{name_of(symbol), module_of(symbol), ip - symbol.addr, size};
+}
+
+std::string Kallsyms::format(uint64_t ip) const {
+  std::string out;
+  const std::optional<Match> match = lookup(ip);
+  if (!match) {
+    append_hex(out, ip);
+    return out;
+  }
+  out += match->name;
+  out += '+';
+  append_hex(out, match->offset);
+  out += '/';
+  append_hex(out, match->size);
+  if (!match->module.empty()) {
+    out += " [";
+    out += match->module;
+    out += ']';
+  }
+  return out;
+}
+
+Kallsyms Kallsyms::rebased(uint64_t runtime_text) const {
+  if (text_address_ == 0)
+    throw Error("the symbol table has no _text symbol, so the KASLR slide cannot be applied: "
+                "pass an unmodified kallsyms or vmlinux");
+  const uint64_t slide = runtime_text - text_address_;  // modulo 2^64: either direction
+  Kallsyms out;
+  out.arena_ = arena_;
+  for (const Symbol& s : symbols_)
+    if (s.module_len == 0) out.symbols_.push_back({s.addr + slide, s.name_offset, 0, s.name_len, 0});
+  // A slide keeps the order, except across the top of the address space.
+  std::sort(out.symbols_.begin(), out.symbols_.end(),
+            [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; });
+  out.text_address_ = runtime_text;
+  return out;
+}
+
+Kallsyms Kallsyms::from_vmlinux(const std::string& path) {
+  if (elf_version(EV_CURRENT) == EV_NONE) throw Error("libelf is unusable: " + std::string(elf_errmsg(-1)));
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw Error(read_error(path, errno));
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
+  if (!elf || elf_kind(elf) != ELF_K_ELF) {
+    if (elf) elf_end(elf);
+    throw Error(path + " is not an ELF file: pass the vmlinux (with symbols) of the traced kernel");
+  }
+  // Rewritten as kallsyms lines, so one parser gives both the same rules.
+  std::string text;
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_SYMTAB) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    const size_t count = shdr.sh_entsize ? shdr.sh_size / shdr.sh_entsize : 0;
+    for (size_t i = 0; data && i < count; ++i) {
+      GElf_Sym sym;
+      if (!gelf_getsym(data, static_cast<int>(i), &sym) || sym.st_shndx == SHN_UNDEF ||
+          sym.st_shndx >= SHN_LORESERVE)
+        continue;
+      const int type = GELF_ST_TYPE(sym.st_info);
+      if (type != STT_FUNC && type != STT_NOTYPE) continue;
+      GElf_Shdr owner;
+      Elf_Scn* section = elf_getscn(elf, sym.st_shndx);
+      if (!section || !gelf_getshdr(section, &owner) || !(owner.sh_flags & SHF_EXECINSTR)) continue;
+      const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+      // Skip unnamed and mapping symbols ($x, $d on arm64).
+      if (!name || !*name || name[0] == '$' || std::strpbrk(name, " \t\n")) continue;
+      char addr[16];
+      text.append(addr, std::to_chars(addr, addr + sizeof(addr), sym.st_value, 16).ptr);
+      text += GELF_ST_BIND(sym.st_info) == STB_LOCAL ? " t " : " T ";
+      text += name;
+      text += '\n';
+    }
+  }
+  elf_end(elf);
+  if (text.empty())
+    throw Error(path + " has no text symbols: pass a vmlinux that was not stripped");
+  return parse_from(text, path);
+}
+
+size_t Kallsyms::size() const { return symbols_.size(); }
+
+bool Kallsyms::addresses_hidden() const { return addresses_hidden_; }
+
+std::string_view Kallsyms::name_of(const Symbol& symbol) const {
+  return std::string_view(arena_).substr(symbol.name_offset, symbol.name_len);
+}
+
+std::string_view Kallsyms::module_of(const Symbol& symbol) const {
+  return std::string_view(arena_).substr(symbol.module_offset, symbol.module_len);
+}
+
+}  // namespace stackmapd

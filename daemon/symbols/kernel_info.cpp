@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/symbols/kernel_info.h"
+
+#include <sys/utsname.h>
+
+#include <charconv>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "daemon/sys/error.h"
+#include "daemon/symbols/kallsyms.h"
+
+namespace stackmapd {
+
+namespace {
+
+// The first NT_GNU_BUILD_ID note of the core kernel.
+std::string read_build_id() {
+  std::ifstream in("/sys/kernel/notes", std::ios::binary);
+  std::string notes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto u32 = [&](size_t off) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(notes[off + i]);
+    return v;
+  };
+  for (size_t off = 0; off + 12 <= notes.size();) {
+    const uint32_t namesz = u32(off), descsz = u32(off + 4), type = u32(off + 8);
+    const size_t name_off = off + 12, desc_off = name_off + ((namesz + 3) & ~3u);
+    if (desc_off + descsz > notes.size()) break;
+    if (type == 3 && namesz == 4 && notes.compare(name_off, 3, "GNU") == 0) {
+      static const char* hex = "0123456789abcdef";
+      std::string id;
+      for (size_t i = 0; i < descsz; ++i) {
+        const auto b = static_cast<unsigned char>(notes[desc_off + i]);
+        id += hex[b >> 4];
+        id += hex[b & 15];
+      }
+      return id;
+    }
+    off = desc_off + ((descsz + 3) & ~3u);
+  }
+  return "";
+}
+
+// Lowers kptr_restrict to 0 for its lifetime, when it may.
+class ScopedKptrRestrict {
+ public:
+  ScopedKptrRestrict() {
+    std::ifstream in(kPath);
+    if (!(in >> old_) || old_ == "0") return;
+    std::ofstream out(kPath);
+    lowered_ = static_cast<bool>(out << "0\n") && static_cast<bool>(out.flush());
+  }
+  ~ScopedKptrRestrict() {
+    if (lowered_) std::ofstream(kPath) << old_ << "\n";
+  }
+  bool lowered() const { return lowered_; }
+
+ private:
+  static constexpr const char* kPath = "/proc/sys/kernel/kptr_restrict";
+  std::string old_;
+  bool lowered_ = false;
+};
+
+}  // namespace
+
+KernelInfo KernelInfo::probe(const Kallsyms* ksyms) {
+  KernelInfo info;
+  struct utsname u;
+  if (uname(&u) == 0) info.release = u.release;
+  info.build_id = read_build_id();
+  if (ksyms && !ksyms->addresses_hidden()) {
+    info.text_address = ksyms->text_address();
+    return info;
+  }
+  ScopedKptrRestrict lowered;
+  if (!lowered.lowered()) return info;
+  try {
+    info.text_address = Kallsyms::load().text_address();
+  } catch (const Error&) {
+  }
+  return info;
+}
+
+std::string KernelInfo::to_text() const {
+  std::ostringstream out;
+  out << "release " << (release.empty() ? "-" : release) << "\n"
+      << "build_id " << (build_id.empty() ? "-" : build_id) << "\n"
+      << "text 0x" << std::hex << text_address << "\n";
+  return out.str();
+}
+
+KernelInfo KernelInfo::parse(const std::string& text, const std::string& source) {
+  KernelInfo info;
+  bool have_text = false;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string key, value;
+    if (!(fields >> key >> value)) continue;
+    if (key == "release") {
+      info.release = value == "-" ? "" : value;
+    } else if (key == "build_id") {
+      info.build_id = value == "-" ? "" : value;
+    } else if (key == "text") {
+      const char* b = value.data() + (value.rfind("0x", 0) == 0 ? 2 : 0);
+      const char* e = value.data() + value.size();
+      have_text = std::from_chars(b, e, info.text_address, 16).ptr == e;
+    }
+  }
+  if (!have_text)
+    throw Error(source + " has no 'text 0x...' line: pass the stack_map.kernel written with the export");
+  return info;
+}
+
+}  // namespace stackmapd

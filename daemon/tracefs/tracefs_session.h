@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * One tracing session on the tracefs path, for kernels with the ftrace
+ * stackmap series (packaging/kernel/) and no usable BPF. Data flow:
+ *   (1) the kernel, on every enabled event of our own instance
+ *       (instances/stackmapd): capture the stack, find or insert it in the
+ *       instance's stack map, record `<stack_id N>` after the event;
+ *   (2) drain(), on the daemon's one thread: read the instance's trace_pipe
+ *       (non-blocking, after a bounded poll), count each `<stack_id N>` and
+ *       each full-stack fallback (`<stack trace>`);
+ *   (3) snapshot(): read stack_map_bin (FSMB v2, daemon/export/fsmb.h) and
+ *       stack_map_stat, and turn them into the Snapshot every exporter takes
+ *       (daemon/export/exports.h), so both paths write the same exports.
+ * Lifecycle: the constructor creates and configures the instance; detach()
+ * stops new events; the destructor disables everything and removes the
+ * instance.
+ *
+ * Stack ids are slot indexes of the instance's map, as on the BPF path.
+ * ref_count comes from the kernel's map (exact, saturating at UINT32_MAX);
+ * the ids read from trace_pipe are a cross-check: an id that does not
+ * resolve in stack_map_bin counts as a bad record.
+ */
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "daemon/bpf/bpf_session.h"
+#include "daemon/export/exports.h"
+#include "daemon/export/fsmb.h"
+
+namespace stackmapd {
+
+// stack_map_stat as the kernel series writes it. Lines this reader does not
+// know are ignored; the RFC's kernel wrote only the first five.
+struct TracefsStat {
+  uint32_t entries = 0;
+  uint32_t pool_size = 0;
+  uint32_t table_size = 0;
+  uint32_t bits = 0;
+  uint64_t hits = 0;
+  uint64_t drops = 0;
+  uint64_t inserts = 0;
+  uint64_t drops_pool_full = 0;
+  uint64_t drops_probe_limit = 0;
+  uint64_t drops_busy = 0;
+  uint64_t drops_too_deep = 0;
+  uint64_t resets = 0;
+  bool has_breakdown = false;  // the drops_* and inserts lines were there
+};
+
+// Throws Error when the `entries:` line is missing or malformed.
+TracefsStat parse_stack_map_stat(std::string_view text);
+
+// The id in a trace line such as "  sh-42 [001] d..1.  7.5: <stack_id 1234>".
+bool parse_stack_id_line(std::string_view line, uint32_t* id);
+
+// Splits trace_pipe's byte stream into lines (a read may end mid-line) and
+// counts what it finds.
+class TracePipeParser {
+ public:
+  // Returns the number of `<stack_id N>` lines completed by `chunk`.
+  size_t feed(std::string_view chunk);
+  const std::map<uint32_t, uint64_t>& id_counts() const { return ids_; }
+  uint64_t ids() const { return nr_ids_; }
+  uint64_t full_stacks() const { return full_stacks_; }
+
+ private:
+  size_t line(std::string_view l);
+
+  std::string partial_;
+  std::map<uint32_t, uint64_t> ids_;
+  uint64_t nr_ids_ = 0;
+  uint64_t full_stacks_ = 0;
+};
+
+// The Snapshot of an instance: frames and ref counts from the map, counters
+// from the stat file, cross-checked against the ids read from trace_pipe.
+Snapshot make_tracefs_snapshot(const FsmbFile& map, const TracefsStat& stat,
+                               const TracePipeParser& pipe);
+
+class TracefsSession {
+ public:
+  // `root` is the tracefs mount (found when empty), `instance` the name of
+  // the instance the session owns. Throws Error naming the fix when tracefs,
+  // the stackmap series or an event is missing, or the instance is in use.
+  explicit TracefsSession(const std::vector<Tracepoint>& events, std::string root = "",
+                          std::string instance = "stackmapd");
+  ~TracefsSession();
+  TracefsSession(const TracefsSession&) = delete;
+  TracefsSession& operator=(const TracefsSession&) = delete;
+
+  // Stops new events; what is buffered can still be drained.
+  void detach();
+  // Waits up to timeout_ms for trace data, then reads all that is pending.
+  // Returns the number of stack ids read.
+  size_t drain(int timeout_ms);
+  Snapshot snapshot() const;
+
+  const TracePipeParser& pipe() const { return pipe_; }
+  const std::string& dir() const { return dir_; }
+
+  // The tracefs mount point, or "" when neither usual place has one.
+  static std::string find_root();
+
+ private:
+  void write(const std::string& rel, std::string_view value) const;
+  std::string read(const std::string& rel) const;
+  void teardown() noexcept;
+
+  std::vector<Tracepoint> events_;
+  std::string dir_;
+  int pipe_fd_ = -1;
+  bool attached_ = false;
+  TracePipeParser pipe_;
+};
+
+// True when tracefs is mounted and the kernel has the stackmap series
+// (options/stackmap), for `--backend auto`.
+bool tracefs_stackmap_available();
+
+// A foreground session on the tracefs path, the counterpart of trace() on
+// the BPF path (daemon/run/tracer.h): traces `events` until `duration_s` passes
+// or SIGINT/SIGTERM arrives, draining every `drain_interval_ms`, then stops
+// the events, drains what is left and returns the final Snapshot.
+Snapshot trace_tracefs(const std::vector<Tracepoint>& events, std::optional<double> duration_s,
+                       int drain_interval_ms = 100);
+
+}  // namespace stackmapd
