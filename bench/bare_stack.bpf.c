@@ -6,7 +6,7 @@
  *  - count_only: one per-CPU counter increment, the floor of any BPF program
  *    on the tracepoint (entry/exit of the program itself).
  */
-#include "vmlinux.h"
+#include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
 
 struct bare_buf {

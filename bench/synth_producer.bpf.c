@@ -11,7 +11,7 @@
  *    (include/stackmapd/stack_table.h) and submits its id, so the daemon
  *    drains and copies it like a real new stack (for RSS at N unique stacks).
  */
-#include "vmlinux.h"
+#include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
 
 #include "stackmapd/abi.h"

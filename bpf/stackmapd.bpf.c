@@ -16,7 +16,7 @@
  * Counters are per CPU and per nesting level, so plain increments are exact:
  * a program that interrupts another on the same CPU counts in its own level.
  */
-#include "vmlinux.h"
+#include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
 
 #ifdef SMT_BPFLOADER

@@ -3,9 +3,9 @@
 # libraries (dpkg --add-architecture arm64; libbpf-dev:arm64 ...).
 #   cmake -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
 #         -DSTACKMAPD_STATIC=ON
-# scripts/build-arm64.sh does all of it. The root CMakeLists.txt picks
-# BPF_ARCH=arm64 from CMAKE_SYSTEM_PROCESSOR; clang -target bpf and bpftool
-# stay the build host's programs.
+# scripts/build-arm64.sh does all of it. The BPF object is the same as the
+# native build's (bpf/kernel_types.h); clang -target bpf and bpftool stay the
+# build host's programs.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)

@@ -2,7 +2,7 @@
 /*
  * Layouts and limits shared by the BPF program (bpf/) and the daemon (daemon/).
  * Only __u32/__u64 types and plain C: this header is compiled by clang -target bpf
- * (after vmlinux.h) and by the host C++ compiler.
+ * (after bpf/kernel_types.h) and by the host C++ compiler.
  */
 #ifndef STACKMAPD_ABI_H
 #define STACKMAPD_ABI_H

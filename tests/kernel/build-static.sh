@@ -14,7 +14,7 @@ rm -f "$out/obj"/*.o "$out/libdaemon.a"
 # spdlog and fmt header-only: Debian ships neither as a static library.
 flags="-std=c++20 -O2 -DSPDLOG_FMT_EXTERNAL -DFMT_HEADER_ONLY -I$root -I$root/include"
 export flags out
-ls "$root"/daemon/*.cpp | xargs -P "$(nproc)" -I{} sh -c \
+find "$root/daemon" -name '*.cpp' | xargs -P "$(nproc)" -I{} sh -c \
 	'o="$out/obj/$(basename {} .cpp).o"; g++ $flags -c {} -o "$o" 2>/dev/null || echo "skipped {} (needs the BPF build)"'
 ar rcs "$out/libdaemon.a" "$out"/obj/*.o
 # shellcheck disable=SC2086
