@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-scripts/build.sh
+scripts/build.sh -DSTACKMAPD_WERROR=ON
 ctest --test-dir build --output-on-failure
 scripts/fuzz.sh
 scripts/test-arm64.sh
