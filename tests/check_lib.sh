@@ -2,14 +2,62 @@
 # Sourced by the shell tests: one line per check, a failure count, and the
 # bad-input contract (one line naming the problem, a non-zero exit).
 # The sourcing script sets $tmp (a scratch directory) first.
+#
+#   check "what is checked" 'CONDITION'
+#
+# CONDITION is ONE string, evaluated as a whole when check runs (so
+# '[ a ] && [ b ]' asserts both, and pipes, redirections and here-strings
+# belong to it). Anything else is refused as a failure: the old form
+# `check "…" [ a ] && [ b ]` asserted only [ a ] (the shell ran [ b ] after
+# check, and nobody looked at its result). Put values that must be taken
+# before the check (such as $?) in a variable first.
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
-check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
+check() {  # check DESCRIPTION 'CONDITION'
+  if [ $# -ne 2 ]; then
+    fail "${1:-check} (check takes the condition as one quoted string, got $(($# - 1)) words: ${*:2})"
+    return 0
+  fi
+  if eval "$2"; then pass "$1"; else fail "$1 (false: $2)"; fi
+  return 0
+}
 stat_of() { grep "^$1:" "$2" | awk '{print $2}'; }  # stat_of FIELD stack_map_stat
 
-expect_error() {  # expect_error KEYWORD ARGS...
+# A check whose condition is ANDed or ORed outside its quotes, as in
+#   check "x" '[ a ]' && [ b ]
+# still asserts only [ a ]. check_lint FILE counts every such line as a failure
+# (quoted text is removed first, so && inside the condition is fine).
+check_lint() {
+  local n
+  for n in $(awk '
+    # one logical line (backslash continuations joined), quoted text removed
+    { line = (cont ? line " " : "") $0; start = cont ? start : NR
+      if (sub(/\\$/, "", line)) { cont = 1; next }
+      cont = 0; out = ""; q = ""
+      for (i = 1; i <= length(line); i++) {
+        c = substr(line, i, 1)
+        if (q == "" && c == "\\") { i++; continue }
+        if (q == "\"" && c == "\\") { i++; continue }
+        if (q == "" && (c == "\"" || c == "\047")) { q = c; continue }
+        if (q != "" && c == q) { q = ""; continue }
+        if (q == "") out = out c
+      }
+      if (out ~ /^[ \t]*check[ \t]/ && out ~ /&&|\|\|/) print start }' "$1"); do
+    fail "$(basename "$1"):$n: && or || after a check asserts nothing: put it inside the condition"
+  done
+}
+check_lint "$0"
+
+expect_error() {  # expect_error PROBLEM_TEXT COMMAND ARGS...
+  # PROBLEM_TEXT must be words of the message itself: not found in the command
+  # line (an error that echoes the file name 'short.bin' would match 'short'
+  # whatever it said).
   local key=$1; shift
+  if [[ "$*" == *"$key"* ]]; then
+    fail "expect_error '$key' is part of the command line ($*): match the problem text instead"
+    return 0
+  fi
   "$@" > "$tmp/bad.out" 2> "$tmp/bad.err"
   local rc=$? lines
   lines=$(wc -l < "$tmp/bad.err")

@@ -28,36 +28,37 @@ start_load
 "$BIN" -e kmem:kmem_cache_alloc -e sched:sched_switch --duration 3 --output "$out" 2> "$tmp/run.err"
 rc=$?
 stop_load
-check "session exits 0 ($(tail -1 "$tmp/run.err"))" [ $rc -eq 0 ]
+check "session exits 0 ($(tail -1 "$tmp/run.err"))" '[ $rc -eq 0 ]'
 for f in stack_map stack_map_stat stack_map_bin stack_map.json stack_map.kernel; do
-  check "$f written" [ -s "$out/$f" ]
+  check "$f written" '[ -s "$out/$f" ]'
 done
-check "no temporary files left" [ "$(ls -A "$out" | wc -l)" -eq 5 ]
-check "stack_map.kernel is 0640 (it holds where _text is)" [ "$(stat -c %a "$out/stack_map.kernel")" = 640 ]
-check "stack_map_bin is 0640 (raw addresses)" [ "$(stat -c %a "$out/stack_map_bin")" = 640 ]
-check "stack_map.json is 0640 (raw addresses)" [ "$(stat -c %a "$out/stack_map.json")" = 640 ]
+check "no temporary files left" '[ "$(ls -A "$out" | wc -l)" -eq 5 ]'
+check "stack_map.kernel is 0640 (it holds where _text is)" '[ "$(stat -c %a "$out/stack_map.kernel")" = 640 ]'
+check "stack_map_bin is 0640 (raw addresses)" '[ "$(stat -c %a "$out/stack_map_bin")" = 640 ]'
+check "stack_map.json is 0640 (raw addresses)" '[ "$(stat -c %a "$out/stack_map.json")" = 640 ]'
 
 entries=$(grep '^entries:' "$out/stack_map_stat" | awk '{print $2}')
 hits=$(grep '^hits:' "$out/stack_map_stat" | awk '{print $2}')
-check "stat: entries is a positive number ($entries)" [ "${entries:-0}" -gt 0 ]
-check "stat: hits > entries ($hits)" [ "${hits:-0}" -gt "${entries:-0}" ]
+check "stat: entries is a positive number ($entries)" '[ "${entries:-0}" -gt 0 ]'
+check "stat: hits > entries ($hits)" '[ "${hits:-0}" -gt "${entries:-0}" ]'
 check "stat: the RFC's five lines first, in order" \
-  [ "$(head -5 "$out/stack_map_stat" | cut -d: -f1 | tr '\n' ' ')" = "entries table_size hits drops hit_rate " ]
+  '[ "$(head -5 "$out/stack_map_stat" | cut -d: -f1 | tr "\n" " ")" = "entries table_size hits drops hit_rate " ]'
 
 # FSMB v2 header, byte-exact.
 header=$("$PY" -c 'import struct,sys; print(*struct.unpack_from("<IIII", open(sys.argv[1],"rb").read()))' "$out/stack_map_bin")
 check "FSMB header: magic, version 2, nr_stacks = entries, reserved 0 ($header)" \
-  [ "$header" = "$((0x464D5342)) 2 $entries 0" ]
+  '[ "$header" = "$((0x464D5342)) 2 $entries 0" ]'
 
 # The RFC's own reader, unchanged, and our decoder print the same text.
 "$PY" "$RFC_DUMP" "$out/stack_map_bin" > "$tmp/rfc.txt" 2> "$tmp/rfc.err"
-check "stackmap_dump.py parses our file" [ $? -eq 0 ]
-check "stackmap_dump.py counts $entries stacks" grep -qx "Total: $entries unique stacks" "$tmp/rfc.err"
+rc=$?
+check "stackmap_dump.py parses our file" '[ $rc -eq 0 ]'
+check "stackmap_dump.py counts $entries stacks" 'grep -qx "Total: $entries unique stacks" "$tmp/rfc.err"'
 "$BIN" decode "$out/stack_map_bin" > "$tmp/ours.txt" 2> "$tmp/decode.err"
-check "decode = stackmap_dump.py, line for line" cmp -s "$tmp/rfc.txt" "$tmp/ours.txt"
-check "decode says which revision it read" grep -q "FSMB v2" "$tmp/decode.err"
+check "decode = stackmap_dump.py, line for line" 'cmp -s "$tmp/rfc.txt" "$tmp/ours.txt"'
+check "decode says which revision it read" 'grep -q "FSMB v2" "$tmp/decode.err"'
 "$BIN" decode "$out/stack_map_bin" --kallsyms /proc/kallsyms > "$tmp/sym.txt" 2>/dev/null
-check "decode --kallsyms = the stack_map export" cmp -s "$tmp/sym.txt" "$out/stack_map"
+check "decode --kallsyms = the stack_map export" 'cmp -s "$tmp/sym.txt" "$out/stack_map"'
 
 # JSON export: the fields the issue names, consistent with the binary export.
 "$PY" - "$out/stack_map.json" "$out/stack_map_bin" "$hits" <<'PYEOF'
@@ -87,19 +88,21 @@ for s in doc["stacks"]:
 assert resolved > 0
 assert any(n.startswith("kmem_cache_alloc") for s in doc["stacks"] for n in s["symbols"])
 PYEOF
-check "stack_map.json matches the contract and the binary export" [ $? -eq 0 ]
+rc=$?
+check "stack_map.json matches the contract and the binary export" '[ $rc -eq 0 ]'
 
 # --top: most frequent first, symbolized.
 start_load
 "$BIN" --top 5 --duration 2 > "$tmp/top.txt" 2> "$tmp/top.err"
 rc=$?
 stop_load
-check "--top exits 0" [ $rc -eq 0 ]
-check "--top header" grep -qE '^[0-9]+ events, [0-9]+ unique stacks; top 5:$' "$tmp/top.txt"
-check "--top shows five ranked stacks" [ "$(grep -cE '^#[1-5] stack_id [0-9]+: [0-9]+ events \([0-9.]+%\), depth [0-9]+$' "$tmp/top.txt")" -eq 5 ]
-check "--top symbolizes like %pS" grep -qE '^    kmem_cache_alloc[a-z_]*\+0x[0-9a-f]+/0x[0-9a-f]+$' "$tmp/top.txt"
+check "--top exits 0" '[ $rc -eq 0 ]'
+check "--top header" 'grep -qE "^[0-9]+ events, [0-9]+ unique stacks; top 5:\$" "$tmp/top.txt"'
+check "--top shows five ranked stacks" \
+  '[ "$(grep -cE "^#[1-5] stack_id [0-9]+: [0-9]+ events \([0-9.]+%\), depth [0-9]+\$" "$tmp/top.txt")" -eq 5 ]'
+check "--top symbolizes like %pS" 'grep -qE "^    kmem_cache_alloc[a-z_]*\+0x[0-9a-f]+/0x[0-9a-f]+\$" "$tmp/top.txt"'
 counts=$(grep -E '^#' "$tmp/top.txt" | sed -E 's/.*: ([0-9]+) events.*/\1/' | tr '\n' ' ')
-check "--top is sorted ($counts)" [ "$(echo $counts | tr ' ' '\n' | sort -rn | tr '\n' ' ')" = "$counts" ]
+check "--top is sorted ($counts)" '[ "$(echo $counts | tr " " "\n" | sort -rn | tr "\n" " ")" = "$counts" ]'
 
 # Without --duration: runs until SIGINT, then writes the exports.
 "$BIN" --output "$tmp/sigint" 2> /dev/null &
@@ -107,8 +110,9 @@ pid=$!
 sleep 2
 kill -INT $pid
 wait $pid
-check "SIGINT ends a session with exit 0" [ $? -eq 0 ]
-check "SIGINT still writes the exports" [ -s "$tmp/sigint/stack_map_bin" ]
+rc=$?
+check "SIGINT ends a session with exit 0" '[ $rc -eq 0 ]'
+check "SIGINT still writes the exports" '[ -s "$tmp/sigint/stack_map_bin" ]'
 
 wait_attached() {  # wait_attached STDERR_FILE
   for _ in $(seq 100); do grep -q "tracing " "$1" 2>/dev/null && return 0; sleep 0.1; done
@@ -127,14 +131,15 @@ kill -CONT $pid
 sleep 1
 stop_load
 wait $pid
-check "a stopped consumer's session still exits 0" [ $? -eq 0 ]
+rc=$?
+check "a stopped consumer's session still exits 0" '[ $rc -eq 0 ]'
 st=$tmp/stopped/stack_map_stat
-check "lost records are counted ($(stat_of drop_ringbuf_full "$st"))" [ "$(stat_of drop_ringbuf_full "$st")" -gt 0 ]
+check "lost records are counted ($(stat_of drop_ringbuf_full "$st"))" '[ "$(stat_of drop_ringbuf_full "$st")" -gt 0 ]'
 check "the daemon recovered: more hits ($(stat_of hits "$st")) than the stalled ring holds (4096)" \
-  [ "$(stat_of hits "$st")" -gt 4096 ]
+  '[ "$(stat_of hits "$st")" -gt 4096 ]'
 check "events = hits + drops after an overflow" \
-  [ "$(stat_of events_total "$st")" -eq $(( $(stat_of hits "$st") + $(stat_of drops "$st") )) ]
-check "the overflow is reported with its fix" grep -q "raise --ringbuf-kb" "$tmp/stopped.err"
+  '[ "$(stat_of events_total "$st")" -eq $(( $(stat_of hits "$st") + $(stat_of drops "$st") )) ]'
+check "the overflow is reported with its fix" 'grep -q "raise --ringbuf-kb" "$tmp/stopped.err"'
 
 # SIGUSR1 resets a running session; --verify checks samples against the table.
 "$BIN" --verify 5 --duration 4 --output "$tmp/reset" 2> "$tmp/reset.err" &
@@ -146,15 +151,16 @@ kill -USR1 $pid
 sleep 1.5
 stop_load
 wait $pid
-check "a reset session exits 0" [ $? -eq 0 ]
+rc=$?
+check "a reset session exits 0" '[ $rc -eq 0 ]'
 st=$tmp/reset/stack_map_stat
-check "SIGUSR1 reset the table once" [ "$(stat_of resets "$st")" -eq 1 ]
-check "the reset is logged" grep -q "reset: epoch 0 ended with" "$tmp/reset.err"
-check "no stale records after a reset" [ "$(stat_of stale_records "$st")" -eq 0 ]
-check "--verify checked samples ($(stat_of verify_ok "$st"))" [ "$(stat_of verify_ok "$st")" -gt 100 ]
-check "--verify found no mismatch" [ "$(stat_of verify_mismatch "$st")" -eq 0 ]
+check "SIGUSR1 reset the table once" '[ "$(stat_of resets "$st")" -eq 1 ]'
+check "the reset is logged" 'grep -q "reset: epoch 0 ended with" "$tmp/reset.err"'
+check "no stale records after a reset" '[ "$(stat_of stale_records "$st")" -eq 0 ]'
+check "--verify checked samples ($(stat_of verify_ok "$st"))" '[ "$(stat_of verify_ok "$st")" -gt 100 ]'
+check "--verify found no mismatch" '[ "$(stat_of verify_mismatch "$st")" -eq 0 ]'
 check "hits since the reset are fewer than all events" \
-  [ "$(stat_of hits "$st")" -lt "$(stat_of events_total "$st")" ]
+  '[ "$(stat_of hits "$st")" -lt "$(stat_of events_total "$st")" ]'
 
 # --profile: sampling every CPU while a syscall-heavy loop runs shows its kernel path.
 LOOP='
@@ -167,61 +173,67 @@ syscall_loop() { "$PY" -c "$LOOP" "$1"; }  # open/read/close for $1 s, as fast a
 syscall_loop 4 &
 loop_pid=$!
 "$BIN" --profile 99 --duration 3 --output "$tmp/profile" 2> "$tmp/profile.err"
-check "--profile 99 exits 0" [ $? -eq 0 ]
+rc=$?
+check "--profile 99 exits 0" '[ $rc -eq 0 ]'
 wait $loop_pid
 check "--profile recorded samples ($(grep '^hits:' "$tmp/profile/stack_map_stat"))" \
-  [ "$(grep "^hits:" "$tmp/profile/stack_map_stat" | awk "{print \$2}")" -gt 10 ]
-check "--profile shows the loop's syscalls" grep -qE '"(__x64_sys_(openat|read|close)|ksys_read|do_sys_openat2)\+' "$tmp/profile/stack_map.json"
-check "samples taken in user space are counted, not lost" grep -qE '^drop_no_kernel_stack: [0-9]+$' "$tmp/profile/stack_map_stat"
+  '[ "$(grep "^hits:" "$tmp/profile/stack_map_stat" | awk "{print \$2}")" -gt 10 ]'
+check "--profile shows the loop's syscalls" \
+  'grep -qE "\"(__x64_sys_(openat|read|close)|ksys_read|do_sys_openat2)\+" "$tmp/profile/stack_map.json"'
+check "samples taken in user space are counted, not lost" \
+  'grep -qE "^drop_no_kernel_stack: [0-9]+\$" "$tmp/profile/stack_map_stat"'
 
 # --trace: one ftrace-style line per event; every <stack_id N> resolves.
 syscall_loop 4 &
 loop_pid=$!
 "$BIN" -e kmem:kmem_cache_alloc -e sched:sched_switch --trace "$tmp/trace.txt" --duration 2 \
   --output "$tmp/traced" 2> "$tmp/trace.err"
-check "--trace exits 0" [ $? -eq 0 ]
+rc=$?
+check "--trace exits 0" '[ $rc -eq 0 ]'
 wait $loop_pid
 hits=$(grep '^hits:' "$tmp/traced/stack_map_stat" | awk '{print $2}')
-check "the trace has one line per hit ($hits)" [ "$(wc -l < "$tmp/trace.txt")" -eq "$hits" ]
+check "the trace has one line per hit ($hits)" '[ "$(wc -l < "$tmp/trace.txt")" -eq "$hits" ]'
 check "every line is in ftrace's layout" \
-  [ "$(grep -cvE '^ *.+-[0-9]+ +\[[0-9]{3}\] +[0-9]+\.[0-9]{6}: (kmem:kmem_cache_alloc|sched:sched_switch) <stack_id [0-9]+>$' "$tmp/trace.txt")" -eq 0 ]
-check "both sources appear" grep -q "sched:sched_switch <stack_id" "$tmp/trace.txt"
+  '[ "$(grep -cvE "^ *.+-[0-9]+ +\[[0-9]{3}\] +[0-9]+\.[0-9]{6}: (kmem:kmem_cache_alloc|sched:sched_switch) <stack_id [0-9]+>\$" "$tmp/trace.txt")" -eq 0 ]'
+check "both sources appear" 'grep -q "sched:sched_switch <stack_id" "$tmp/trace.txt"'
 grep -oE '<stack_id [0-9]+>' "$tmp/trace.txt" | grep -oE '[0-9]+' | sort -u > "$tmp/trace.ids"
 grep -oE '^stack_id [0-9]+' "$tmp/traced/stack_map" | awk '{print $2}' | sort -u > "$tmp/map.ids"
-check "every <stack_id N> in the trace resolves in stack_map" [ -z "$(comm -23 "$tmp/trace.ids" "$tmp/map.ids")" ]
+check "every <stack_id N> in the trace resolves in stack_map" '[ -z "$(comm -23 "$tmp/trace.ids" "$tmp/map.ids")" ]'
 
 # --pid and --cpu keep only that process's, that CPU's events.
 "$PY" -c "$LOOP" 3 &
 loop_pid=$!
 "$BIN" --pid $loop_pid --trace "$tmp/pid.txt" --duration 2 2> /dev/null > /dev/null
 wait $loop_pid
-check "--pid: events recorded" [ -s "$tmp/pid.txt" ]
-check "--pid: only that process" [ "$(grep -cvE -- "-$loop_pid +\[" "$tmp/pid.txt")" -eq 0 ]
+check "--pid: events recorded" '[ -s "$tmp/pid.txt" ]'
+check "--pid: only that process" '[ "$(grep -cvE -- "-$loop_pid +\[" "$tmp/pid.txt")" -eq 0 ]'
 "$BIN" --cpu 1 -e sched:sched_switch --trace "$tmp/cpu.txt" --duration 1 2> /dev/null > /dev/null
-check "--cpu 1: events recorded" [ -s "$tmp/cpu.txt" ]
-check "--cpu 1: only CPU 1" [ "$(grep -cv ' \[001\] ' "$tmp/cpu.txt")" -eq 0 ]
+check "--cpu 1: events recorded" '[ -s "$tmp/cpu.txt" ]'
+check "--cpu 1: only CPU 1" '[ "$(grep -cv " \[001\] " "$tmp/cpu.txt")" -eq 0 ]'
 
 # Flame graphs: --folded and --svg from a session, and from its exports.
 "$PY" -c "$LOOP" 3 &
 loop_pid=$!
 "$BIN" --duration 2 --output "$tmp/flame" --folded "$tmp/flame.folded" --svg "$tmp/flame.svg" 2> /dev/null
-check "a session writes --folded and --svg" [ -s "$tmp/flame.folded" ] && [ -s "$tmp/flame.svg" ]
+check "a session writes --folded and --svg" '[ -s "$tmp/flame.folded" ] && [ -s "$tmp/flame.svg" ]'
 wait $loop_pid
 hits=$(grep '^hits:' "$tmp/flame/stack_map_stat" | awk '{print $2}')
-check "folded lines are 'root;...;leaf count'" [ "$(grep -cvE '^[^ ;]+(;[^ ;]+)* [0-9]+$' "$tmp/flame.folded")" -eq 0 ]
-check "folded counts add up to the hits ($hits)" [ "$(awk '{s += $NF} END {print s}' "$tmp/flame.folded")" -eq "$hits" ]
-check "folded stacks start at the root" grep -qE '^entry_SYSCALL_64[a-z_]*;' "$tmp/flame.folded"
-check "the SVG is XML" "$PY" -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' "$tmp/flame.svg"
+check "folded lines are 'root;...;leaf count'" '[ "$(grep -cvE "^[^ ;]+(;[^ ;]+)* [0-9]+\$" "$tmp/flame.folded")" -eq 0 ]'
+check "folded counts add up to the hits ($hits)" '[ "$(awk "{s += \$NF} END {print s}" "$tmp/flame.folded")" -eq "$hits" ]'
+check "folded stacks start at the root" 'grep -qE "^entry_SYSCALL_64[a-z_]*;" "$tmp/flame.folded"'
+check "the SVG is XML" '"$PY" -c "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])" "$tmp/flame.svg"'
 "$BIN" decode "$tmp/flame/stack_map.json" --folded - > "$tmp/json.folded" 2> /dev/null
-check "decode of stack_map.json gives the same folded stacks" cmp -s "$tmp/flame.folded" "$tmp/json.folded"
+check "decode of stack_map.json gives the same folded stacks" 'cmp -s "$tmp/flame.folded" "$tmp/json.folded"'
 "$BIN" decode "$tmp/flame/stack_map_bin" --kallsyms /proc/kallsyms --folded - > "$tmp/bin.folded" 2> /dev/null
-check "decode of stack_map_bin gives the same folded stacks" cmp -s "$tmp/flame.folded" "$tmp/bin.folded"
+check "decode of stack_map_bin gives the same folded stacks" 'cmp -s "$tmp/flame.folded" "$tmp/bin.folded"'
 
 # Offline symbolization: what the export records lets a kallsyms from another
 # boot (another KASLR slide) or a vmlinux resolve the raw frames.
-check "stack_map.kernel records the release, build id and _text" \
-  grep -qx "text 0x$(awk '$3 == "_text" {print $1; exit}' /proc/kallsyms | sed 's/^0*//')" "$out/stack_map.kernel"
-check "stack_map.json carries the same" grep -q '"build_id": "[0-9a-f]\{40\}"' "$out/stack_map.json"
+text_addr=$(awk '$3 == "_text" {print $1; exit}' /proc/kallsyms | sed 's/^0*//')
+check "stack_map.kernel records the release, build id and _text (0x$text_addr)" \
+  'grep -q "^release $(uname -r)\$" "$out/stack_map.kernel" && grep -qE "^build_id [0-9a-f]{40}\$" "$out/stack_map.kernel" &&
+   grep -qx "text 0x$text_addr" "$out/stack_map.kernel"'
+check "stack_map.json carries the same" 'grep -q "\"build_id\": \"[0-9a-f]\{40\}\"" "$out/stack_map.json"'
 "$PY" - /proc/kallsyms "$tmp/other_boot.kallsyms" <<'PYEOF'
 import sys
 # The same kernel on a boot with another KASLR slide: core symbols move 1 GiB.
@@ -233,8 +245,8 @@ with open(sys.argv[1]) as src, open(sys.argv[2], "w") as dst:
         dst.write(addr + " " + rest)
 PYEOF
 "$BIN" decode "$out/stack_map_bin" --kallsyms "$tmp/other_boot.kallsyms" > "$tmp/slid.txt" 2> "$tmp/slid.err"
-check "a kallsyms from another boot resolves the frames after the recorded slide" cmp -s "$tmp/slid.txt" "$out/stack_map"
-check "decode says it applied the slide" grep -q "applying that KASLR slide" "$tmp/slid.err"
+check "a kallsyms from another boot resolves the frames after the recorded slide" 'cmp -s "$tmp/slid.txt" "$out/stack_map"'
+check "decode says it applied the slide" 'grep -q "applying that KASLR slide" "$tmp/slid.err"'
 cat > "$tmp/k.c" <<'CEOF'
 void _text(void) {}
 void alpha(void) { __asm__ volatile("nop; nop; nop; nop; nop; nop; nop; nop"); }
@@ -256,7 +268,7 @@ open(sys.argv[2] + "/stack_map.kernel", "w").write("release test\nbuild_id -\nte
 PYEOF
 "$BIN" decode "$tmp/device/stack_map_bin" --vmlinux "$tmp/vmlinux" > "$tmp/vmlinux.txt" 2> /dev/null
 check "--vmlinux with the recorded slide resolves the frames" \
-  [ "$(sed -n '2,3p' "$tmp/vmlinux.txt" | tr -s ' ' | tr '\n' '|')" = " [0] beta+0x3/0xf| [1] alpha+0x5/0xf|" ]
+  '[ "$(sed -n 2,3p "$tmp/vmlinux.txt" | tr -s " " | tr "\n" "|")" = " [0] beta+0x3/0xf| [1] alpha+0x5/0xf|" ]'
 
 # Always-on history: timed snapshots kept under export-dir/history within a disk cap.
 "$BIN" daemon --config /dev/null --export-dir "$tmp/always" --pin-dir "" --snapshot-interval 0.3 \
@@ -265,26 +277,27 @@ pid=$!
 "$PY" -c "$LOOP" 4
 kill -TERM $pid
 wait $pid
-check "the daemon stops cleanly on SIGTERM" [ $? -eq 0 ]
+rc=$?
+check "the daemon stops cleanly on SIGTERM" '[ $rc -eq 0 ]'
 hist=$tmp/always/history
 check "history keeps several snapshots ($(ls "$hist" | grep -c stack_map_bin))" \
-  [ "$(ls "$hist" | grep -c '^[0-9]\{8\}T[0-9]\{6\}Z\.stack_map_bin$')" -ge 2 ]
+  '[ "$(ls "$hist" | grep -c "^[0-9]\{8\}T[0-9]\{6\}Z\.stack_map_bin\$")" -ge 2 ]'
 check "history stays within 4096 KiB ($(cat "$hist"/* | wc -c) bytes; pruning: unit test history)" \
-  [ "$(cat "$hist"/* | wc -c)" -le 4194304 ]
+  '[ "$(cat "$hist"/* | wc -c)" -le 4194304 ]'
 newest=$(ls "$hist" | grep stack_map_bin | tail -1)
-check "the newest history snapshot decodes" "$BIN" decode "$hist/$newest" > /dev/null 2>&1
-check "the final snapshot is written on shutdown" grep -q '^entries:' "$tmp/always/stack_map_stat"
+check "the newest history snapshot decodes" '"$BIN" decode "$hist/$newest" > /dev/null 2>&1'
+check "the final snapshot is written on shutdown" 'grep -q "^entries:" "$tmp/always/stack_map_stat"'
 
 # --- bad input: one line, non-zero exit, nothing lost -----------------------
 before=$(md5sum "$out"/* | md5sum)
-expect_error "out of range" "$BIN" --bits 25 --output "$out"
-expect_error "out of range" "$BIN" --bits 9
+expect_error "--bits 25 is out of range: use 10..20" "$BIN" --bits 25 --output "$out"
+expect_error "--bits 9 is out of range: use 10..20" "$BIN" --bits 9
 expect_error "no such tracepoint 'kmem:nope'" "$BIN" -e kmem:nope --output "$out"
-expect_error "CATEGORY:NAME" "$BIN" -e kmem_cache_alloc
-expect_error "--duration" "$BIN" --duration 0
-expect_error "output directory" "$BIN" --output /proc/stackmapd/out --duration 1
-expect_error "--bogus" "$BIN" --bogus
-expect_error "--ringbuf-kb 100" "$BIN" --ringbuf-kb 100
+expect_error "bad event 'kmem_cache_alloc': use CATEGORY:NAME" "$BIN" -e kmem_cache_alloc
+expect_error "--duration must be more than 0 seconds" "$BIN" --duration 0
+expect_error "cannot create output directory /proc/stackmapd/out" "$BIN" --output /proc/stackmapd/out --duration 1
+expect_error "argument was not expected: --bogus" "$BIN" --bogus
+expect_error "--ringbuf-kb 100 is not a power of two" "$BIN" --ringbuf-kb 100
 expect_error "this kernel has no ftrace stackmap" "$BIN" --backend tracefs --duration 1
 expect_error "--backend: nope not in" "$BIN" --backend nope
 expect_error "--trace and --verify cannot be combined" "$BIN" --trace "$tmp/x.txt" --verify 3
@@ -298,15 +311,15 @@ expect_error "no traceable kernel function 'no_such_function_x'" "$BIN" -f no_su
 if bpftool feature probe kernel 2> /dev/null | grep -q "program_type tracing is available"; then
   "$BIN" -f vfs_read --duration 2 --top 3 > "$tmp/fentry.txt" 2>&1 &
   sleep 1; syscall_loop 1; wait $!
-  check "-f vfs_read shows vfs_read with its callers" grep -qE '^    (vfs_read|ksys_read)\+' "$tmp/fentry.txt"
+  check "-f vfs_read shows vfs_read with its callers" 'grep -qE "^    (vfs_read|ksys_read)\+" "$tmp/fentry.txt"'
 else
   # This kernel refuses BPF tracing programs: -f must say so in one line.
   expect_error "program_type tracing is NOT available" "$BIN" -f vfs_read --duration 1
 fi
-check "failed runs left the earlier exports untouched" [ "$(md5sum "$out"/* | md5sum)" = "$before" ]
+check "failed runs left the earlier exports untouched" '[ "$(md5sum "$out"/* | md5sum)" = "$before" ]'
 mkdir "$tmp/empty"
-expect_error "no such tracepoint" "$BIN" -e sched:nope --output "$tmp/empty"
-check "a failed run writes nothing" [ -z "$(ls -A "$tmp/empty")" ]
+expect_error "no such tracepoint 'sched:nope'" "$BIN" -e sched:nope --output "$tmp/empty"
+check "a failed run writes nothing" '[ -z "$(ls -A "$tmp/empty")" ]'
 
 cp "$BIN" "$tmp/stackmapd" && chmod 755 "$tmp/stackmapd"
 expect_error "CAP_BPF" setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
@@ -319,16 +332,16 @@ head -c $(( $(stat -c %s "$bin") - 5 )) "$bin" > "$tmp/truncated.bin"
 "$PY" -c 'import sys; d=bytearray(open(sys.argv[1],"rb").read()); d[4]=1; open(sys.argv[2],"wb").write(d)' "$bin" "$tmp/version.bin"
 "$PY" -c 'import struct,sys; open(sys.argv[1],"wb").write(struct.pack("<IIII",0x464D5342,2,0xffffffff,0))' "$tmp/absurd.bin"
 cp "$bin" "$tmp/trailing.bin" && printf 'xx' >> "$tmp/trailing.bin"
-expect_error "empty" "$BIN" decode "$tmp/empty.bin"
-expect_error "short" "$BIN" decode "$tmp/short.bin"
-expect_error "truncated" "$BIN" decode "$tmp/truncated.bin"
+expect_error "empty FSMB file (0 bytes)" "$BIN" decode "$tmp/empty.bin"
+expect_error "10 bytes, the header alone needs 16" "$BIN" decode "$tmp/short.bin"
+expect_error "truncated FSMB file: record" "$BIN" decode "$tmp/truncated.bin"
 expect_error "not a stack_map_bin file" "$BIN" decode "$BIN"
-expect_error "version" "$BIN" decode "$tmp/version.bin"
-expect_error "nr_stacks 4294967295" "$BIN" decode "$tmp/absurd.bin"
-expect_error "trailing" "$BIN" decode "$tmp/trailing.bin"
-expect_error "No such file" "$BIN" decode "$tmp/missing.bin"
+expect_error "unsupported FSMB version 1" "$BIN" decode "$tmp/version.bin"
+expect_error "nr_stacks 4294967295 needs at least" "$BIN" decode "$tmp/absurd.bin"
+expect_error "2 trailing bytes" "$BIN" decode "$tmp/trailing.bin"
+expect_error "cannot open FSMB file: No such file or directory" "$BIN" decode "$tmp/missing.bin"
 printf 'not kallsyms\n' > "$tmp/bad.kallsyms"
-expect_error "line 1" "$BIN" decode "$bin" --kallsyms "$tmp/bad.kallsyms"
+expect_error "line 1 is malformed" "$BIN" decode "$bin" --kallsyms "$tmp/bad.kallsyms"
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

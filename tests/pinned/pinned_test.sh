@@ -25,13 +25,14 @@ mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 mkdir "$tmp/own" && cp "$OWN_OBJ" "$tmp/own/stackmapd.o"
 "$LOADER" "$tmp/own/stackmapd.o" "$pins-own" 2> "$tmp/own.err"
 check "a bpfloader-style loader refuses the daemon's own object ($(cat "$tmp/own.err"))" \
-  grep -q "global data" "$tmp/own.err"
+  'grep -q "global data" "$tmp/own.err"'
 "$LOADER" "$OBJ" "$pins" 2> "$tmp/load.err"
-check "stackmapd.o loads and pins like bpfloader ($(tail -1 "$tmp/load.err"))" [ $? -eq 0 ]
+rc=$?
+check "stackmapd.o loads and pins like bpfloader ($(tail -1 "$tmp/load.err"))" '[ $rc -eq 0 ]'
 for p in prog_stackmapd_tracepoint_stackmapd prog_stackmapd_perf_event_stackmapd \
          map_stackmapd_slots map_stackmapd_pool map_stackmapd_counters map_stackmapd_ids \
          map_stackmapd_settings map_stackmapd_globals; do
-  check "pinned as $p" [ -e "$pins/$p" ]
+  check "pinned as $p" '[ -e "$pins/$p" ]'
 done
 prog_id=$(bpftool -j prog show pinned "$pins/prog_stackmapd_tracepoint_stackmapd" |
           sed -n 's/^{"id":\([0-9]*\),.*/\1/p')
@@ -42,20 +43,20 @@ strace -f -e trace=bpf -o "$tmp/strace.txt" \
   "$BIN" --pinned "$pins" -e kmem:kmem_cache_alloc --duration 2 --output "$tmp/out1" 2> "$tmp/run1.err"
 rc=$?
 wait
-check "a session on the pins exits 0 ($(tail -1 "$tmp/run1.err"))" [ $rc -eq 0 ]
-check "it opened the pins (BPF_OBJ_GET)" grep -q BPF_OBJ_GET "$tmp/strace.txt"
-check "it attached through a BPF link (BPF_LINK_CREATE)" grep -q BPF_LINK_CREATE "$tmp/strace.txt"
+check "a session on the pins exits 0 ($(tail -1 "$tmp/run1.err"))" '[ $rc -eq 0 ]'
+check "it opened the pins (BPF_OBJ_GET)" 'grep -q BPF_OBJ_GET "$tmp/strace.txt"'
+check "it attached through a BPF link (BPF_LINK_CREATE)" 'grep -q BPF_LINK_CREATE "$tmp/strace.txt"'
 check "it loaded no program and created no map (what SELinux forbids it on Android)" \
-  [ "$(grep -cE 'BPF_PROG_LOAD|BPF_MAP_CREATE' "$tmp/strace.txt")" -eq 0 ]
+  '[ "$(grep -cE "BPF_PROG_LOAD|BPF_MAP_CREATE" "$tmp/strace.txt")" -eq 0 ]'
 st=$tmp/out1/stack_map_stat
 hits1=$(stat_of hits "$st")
 check "stat: the table is the object's, 4096 stacks ($(grep '^entries:' "$st"))" \
-  grep -qE '^entries: +[0-9]+ / 4096$' "$st"
-check "stat: hits > entries > 0 ($hits1)" [ "${hits1:-0}" -gt "$(stat_of entries "$st")" ]
+  'grep -qE "^entries: +[0-9]+ / 4096\$" "$st"'
+check "stat: hits > entries > 0 ($hits1)" '[ "${hits1:-0}" -gt "$(stat_of entries "$st")" ]'
 check "stat: every event is a hit or a named drop" \
-  [ "$(stat_of events "$st")" -eq $(( hits1 + $(stat_of drops "$st") )) ]
-check "stack_map symbolizes the allocator's callers" grep -q "kmem_cache_alloc" "$tmp/out1/stack_map"
-check "stack_map_bin decodes" "$BIN" decode "$tmp/out1/stack_map_bin" > "$tmp/dec1.txt" 2> /dev/null
+  '[ "$(stat_of events "$st")" -eq $(( hits1 + $(stat_of drops "$st") )) ]'
+check "stack_map symbolizes the allocator's callers" 'grep -q "kmem_cache_alloc" "$tmp/out1/stack_map"'
+check "stack_map_bin decodes" '"$BIN" decode "$tmp/out1/stack_map_bin" > "$tmp/dec1.txt" 2> /dev/null'
 
 # A second session continues the same table: ids and counts carry on.
 busy 3 &
@@ -63,11 +64,11 @@ busy 3 &
 rc=$?
 wait
 hits2=$(stat_of hits "$tmp/out2/stack_map_stat")
-check "a second session exits 0" [ $rc -eq 0 ]
-check "it continues the table ($(grep -o 'continuing.*' "$tmp/run2.err"))" grep -q "continuing the table" "$tmp/run2.err"
-check "counts carry on ($hits1 -> $hits2)" [ "${hits2:-0}" -gt "${hits1:-0}" ]
+check "a second session exits 0" '[ $rc -eq 0 ]'
+check "it continues the table ($(grep -o 'continuing.*' "$tmp/run2.err"))" 'grep -q "continuing the table" "$tmp/run2.err"'
+check "counts carry on ($hits1 -> $hits2)" '[ "${hits2:-0}" -gt "${hits1:-0}" ]'
 "$BIN" decode "$tmp/out2/stack_map_bin" > "$tmp/dec2.txt" 2> /dev/null
-check "every stack of the first session has the same id and frames in the second" python3 - "$tmp/dec1.txt" "$tmp/dec2.txt" <<'PYEOF'
+check "every stack of the first session has the same id and frames in the second" 'python3 - "$tmp/dec1.txt" "$tmp/dec2.txt"' <<'PYEOF'
 import re, sys
 def stacks(path):
     out, cur = {}, None
@@ -82,15 +83,15 @@ a, b = stacks(sys.argv[1]), stacks(sys.argv[2])
 sys.exit(0 if a and all(b.get(k) == v for k, v in a.items()) else 1)
 PYEOF
 check "no program of ours is left attached after the sessions" \
-  [ -z "$(bpftool -j link show | grep -o "\"prog_id\":$prog_id[,}]")" ]
+  '[ -z "$(bpftool -j link show | grep -o "\"prog_id\":$prog_id[,}]")" ]'
 
 # Sampling through the pinned perf_event program.
 busy 4 &
 "$BIN" --pinned "$pins" --profile 199 --duration 2 --output "$tmp/out3" 2> "$tmp/run3.err"
 rc=$?
 wait
-check "--profile on the pins exits 0 ($(tail -1 "$tmp/run3.err"))" [ $rc -eq 0 ]
-check "--profile on the pins records sampled stacks" [ "$(stat_of hits "$tmp/out3/stack_map_stat")" -gt 0 ]
+check "--profile on the pins exits 0 ($(tail -1 "$tmp/run3.err"))" '[ $rc -eq 0 ]'
+check "--profile on the pins records sampled stacks" '[ "$(stat_of hits "$tmp/out3/stack_map_stat")" -gt 0 ]'
 
 # The service on the pins: snapshots on a timer, pins left to the loader.
 "$BIN" daemon --config /dev/null --pinned "$pins" --export-dir "$tmp/svc" --snapshot-interval 0.3 \
@@ -99,10 +100,11 @@ pid=$!
 busy 2
 kill -TERM $pid
 wait $pid
-check "the daemon runs on the pins and stops cleanly" [ $? -eq 0 ]
+rc=$?
+check "the daemon runs on the pins and stops cleanly" '[ $rc -eq 0 ]'
 check "the daemon's export continues the table" \
-  [ "$(stat_of hits "$tmp/svc/stack_map_stat" 2> /dev/null || echo 0)" -gt "${hits2:-0}" ]
-check "the pins stay for the loader after the daemon stops" [ -e "$pins/map_stackmapd_pool" ]
+  '[ "$(stat_of hits "$tmp/svc/stack_map_stat" 2> /dev/null || echo 0)" -gt "${hits2:-0}" ]'
+check "the pins stay for the loader after the daemon stops" '[ -e "$pins/map_stackmapd_pool" ]'
 
 # --- bad input: one line naming the problem and the fix ---------------------
 expect_error "bpfloader" "$BIN" --pinned /sys/fs/bpf/no-such-dir --duration 1
