@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -41,6 +42,7 @@
 
 #include "daemon/bpf/bpf_session.h"
 #include "daemon/sys/error.h"
+#include "stackmapd/abi.h"
 #include "synth_producer.skel.h"
 
 namespace {
@@ -128,23 +130,34 @@ DaemonMaps find_daemon_maps(int ring_fd) {
       else if (name == "pool") m.pool = mfd;
       else if (name.size() > 4 && name.substr(name.size() - 4) == ".bss") {
         m.bss = mfd;
-        // Where `shared` sits in .bss, from the map's BTF (DATASEC).
+        // Where the table's struct smt_shared sits in .bss, from the map's BTF
+        // (DATASEC): inside `globals` (struct smt_globals, abi.h), or a bare
+        // `shared` variable in objects from before smt_globals.
         btf* b = btf__load_from_kernel_by_id(mi.btf_id);
         if (!b) throw Error("cannot load the .bss map's BTF");
         const btf_type* t = btf__type_by_id(b, mi.btf_value_type_id);
         bool found = false;
+        std::string vars;
         if (t && btf_is_datasec(t)) {
           const btf_var_secinfo* v = btf_var_secinfos(t);
           for (int k = 0; k < btf_vlen(t); ++k, ++v) {
             const btf_type* var = btf__type_by_id(b, v->type);
-            if (var && std::string(btf__name_by_offset(b, var->name_off)) == "shared") {
+            if (!var) continue;
+            std::string name = btf__name_by_offset(b, var->name_off);
+            vars += (vars.empty() ? "" : ", ") + name;
+            if (name == "globals" && v->size == sizeof(smt_globals)) {
+              m.shared_off = v->offset + offsetof(smt_globals, shared);
+              found = true;
+            } else if (name == "shared" && v->size == sizeof(smt_shared)) {
               m.shared_off = v->offset;
               found = true;
             }
           }
         }
         btf__free(b);
-        if (!found) throw Error("no `shared` variable in the daemon's .bss");
+        if (!found)
+          throw Error("no `globals` (struct smt_globals) or `shared` variable in the daemon's .bss (it has: " +
+                      vars + ")");
       } else {
         close(mfd);
       }
