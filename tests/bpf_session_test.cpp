@@ -24,7 +24,7 @@ class BpfSessionTest : public ::testing::Test {
   void SetUp() override {
     const char* skip = std::getenv("STACKMAPD_SKIP_BPF_TESTS");
     if (skip && std::strcmp(skip, "1") == 0) GTEST_SKIP() << "STACKMAPD_SKIP_BPF_TESTS=1";
-    find_tracefs_events();  // mounts tracefs if needed, as the daemon does
+    mount_tracefs_events();  // as the daemon does
   }
 };
 

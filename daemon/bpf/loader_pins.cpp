@@ -4,10 +4,14 @@
 #include <bpf/bpf.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "daemon/sys/error.h"
 #include "stackmapd/abi.h"
@@ -25,6 +29,25 @@ std::string load_hint(const std::string& dir) {
 
 bool power_of_two(uint32_t v) { return v && !(v & (v - 1)); }
 
+// flock() of the pin directory, shared by every LoaderPins of this process.
+std::shared_ptr<UniqueFd> lock_dir(const std::string& dir) {
+  static std::mutex mu;
+  static std::map<std::pair<dev_t, ino_t>, std::weak_ptr<UniqueFd>> held;
+  UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  struct stat st;
+  if (!fd || fstat(fd.get(), &st) != 0)
+    throw Error("--pinned " + dir + ": " + std::strerror(errno) + ": " + load_hint(dir));
+  std::lock_guard<std::mutex> guard(mu);
+  std::weak_ptr<UniqueFd>& slot = held[{st.st_dev, st.st_ino}];
+  if (auto lock = slot.lock()) return lock;
+  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0)
+    throw Error("another stackmapd uses the programs pinned in " + dir +
+                ": stop it first (one reader per table)");
+  auto lock = std::make_shared<UniqueFd>(std::move(fd));
+  slot = lock;
+  return lock;
+}
+
 }  // namespace
 
 std::string LoaderPins::map_pin(const std::string& map) {
@@ -38,35 +61,18 @@ std::string LoaderPins::prog_pin(const std::string& section) {
   return name;
 }
 
-LoaderPins::LoaderPins(const std::string& dir) : dir_(dir) {
-  dir_fd_ = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd_ < 0)
-    throw Error("--pinned " + dir + ": " + std::strerror(errno) + ": " + load_hint(dir));
-  if (flock(dir_fd_, LOCK_EX | LOCK_NB) != 0) {
-    close(dir_fd_);
-    throw Error("another stackmapd uses the programs pinned in " + dir +
-                ": stop it first (one reader per table)");
-  }
-  try {
-    pool = open_map("pool", BPF_MAP_TYPE_ARRAY, sizeof(smt_elt), BPF_F_MMAPABLE);  // gives bits
-    slots = open_map("slots", BPF_MAP_TYPE_ARRAY, sizeof(smt_slot), BPF_F_MMAPABLE);
-    counters = open_map("counters", BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(smt_cpu_counters), 0);
-    ids = open_map("ids", BPF_MAP_TYPE_RINGBUF, 0, 0);
-    settings = open_map("settings", BPF_MAP_TYPE_ARRAY, sizeof(smt_config), 0);
-    globals = open_map("globals", BPF_MAP_TYPE_ARRAY, sizeof(smt_globals), BPF_F_MMAPABLE);
-    tracepoint_prog = open_prog("tracepoint/stackmapd", BPF_PROG_TYPE_TRACEPOINT, true);
-    profile_prog = open_prog("perf_event/stackmapd", BPF_PROG_TYPE_PERF_EVENT, false);
-  } catch (...) {
-    for (int fd : fds_) close(fd);
-    close(dir_fd_);
-    throw;
-  }
+LoaderPins::LoaderPins(const std::string& dir) : dir_(dir), lock_(lock_dir(dir)) {
+  pool = open_map("pool", BPF_MAP_TYPE_ARRAY, sizeof(smt_elt), BPF_F_MMAPABLE);  // gives bits
+  slots = open_map("slots", BPF_MAP_TYPE_ARRAY, sizeof(smt_slot), BPF_F_MMAPABLE);
+  counters = open_map("counters", BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(smt_cpu_counters), 0);
+  ids = open_map("ids", BPF_MAP_TYPE_RINGBUF, 0, 0);
+  settings = open_map("settings", BPF_MAP_TYPE_ARRAY, sizeof(smt_config), 0);
+  globals = open_map("globals", BPF_MAP_TYPE_ARRAY, sizeof(smt_globals), BPF_F_MMAPABLE);
+  tracepoint_prog = open_prog("tracepoint/stackmapd", BPF_PROG_TYPE_TRACEPOINT, true);
+  profile_prog = open_prog("perf_event/stackmapd", BPF_PROG_TYPE_PERF_EVENT, false);
 }
 
-LoaderPins::~LoaderPins() {
-  for (int fd : fds_) close(fd);
-  close(dir_fd_);
-}
+LoaderPins::~LoaderPins() = default;
 
 int LoaderPins::open_map(const std::string& name, uint32_t type, uint32_t value_size,
                          uint32_t flags) {
@@ -75,7 +81,7 @@ int LoaderPins::open_map(const std::string& name, uint32_t type, uint32_t value_
   if (fd < 0)
     throw Error("--pinned: " + path + " is missing (" + std::strerror(errno) + "): " +
                 load_hint(dir_));
-  fds_.push_back(fd);
+  fds_.emplace_back(fd);
   bpf_map_info info = {};
   uint32_t len = sizeof(info);
   if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
@@ -113,7 +119,7 @@ int LoaderPins::open_prog(const std::string& section, uint32_t type, bool requir
     throw Error("--pinned: " + path + " is missing (" + std::strerror(errno) + "): " +
                 load_hint(dir_));
   }
-  fds_.push_back(fd);
+  fds_.emplace_back(fd);
   bpf_prog_info info = {};
   uint32_t len = sizeof(info);
   if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0 || info.type != type)

@@ -7,15 +7,20 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "daemon/sys/unique_fd.h"
 
 namespace stackmapd {
 
 class LoaderPins {
  public:
   // Opens and checks every pin; throws Error naming the first one missing or
-  // of another layout, and what to load.
+  // of another layout, and what to load. The directory is flocked: one
+  // stackmapd per set of pins; within the process the lock is shared, so a
+  // reload can open the pins again while its running session holds them.
   explicit LoaderPins(const std::string& dir);
   ~LoaderPins();
   LoaderPins(const LoaderPins&) = delete;
@@ -36,8 +41,8 @@ class LoaderPins {
   int open_prog(const std::string& section, uint32_t type, bool required);
 
   std::string dir_;
-  int dir_fd_ = -1;  // flocked: one stackmapd per set of pins
-  std::vector<int> fds_;
+  std::shared_ptr<UniqueFd> lock_;  // the directory, flocked
+  std::vector<UniqueFd> fds_;
 };
 
 }  // namespace stackmapd

@@ -43,18 +43,19 @@ void check_btf(const std::string& btf_path) {
                 ": stackmapd needs a kernel built with CONFIG_DEBUG_INFO_BTF=y");
 }
 
-std::string find_tracefs_events() {
-  auto found = []() -> std::string {
-    for (const char* dir : {"/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"}) {
-      std::error_code ec;
-      if (fs::is_directory(dir, ec)) return dir;
-    }
-    return {};
-  };
-  std::string dir = found();
-  // Minimal systems and containers often leave tracefs unmounted; as root we
-  // can mount it where the kernel provides its mount point.
-  if (dir.empty() && mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr) == 0) dir = found();
+std::string lookup_tracefs_events() {
+  for (const char* dir : {"/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"}) {
+    std::error_code ec;
+    if (fs::is_directory(dir, ec)) return dir;
+  }
+  return {};
+}
+
+std::string mount_tracefs_events() {
+  std::string dir = lookup_tracefs_events();
+  if (!dir.empty()) return dir;
+  // As root we can mount it where the kernel provides its mount point.
+  if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr) == 0) dir = lookup_tracefs_events();
   if (dir.empty())
     throw Error("tracefs is not mounted and could not be mounted (" + std::string(strerror(errno)) +
                 "): mount it with 'mount -t tracefs nodev /sys/kernel/tracing'");

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/bpf/bpf_session.h"
+#include "daemon/bpf/sources.h"
 
 namespace stackmapd {
 
@@ -15,8 +15,12 @@ namespace stackmapd {
 void check_privileges();
 // Kernel BTF, without which the CO-RE program cannot be relocated.
 void check_btf(const std::string& btf_path = "/sys/kernel/btf/vmlinux");
-// The tracefs events directory (/sys/kernel/tracing/events or the debugfs one).
-std::string find_tracefs_events();
+// The tracefs events directory (/sys/kernel/tracing/events or the debugfs
+// one) where mounted; empty when neither is.
+std::string lookup_tracefs_events();
+// The same, mounting tracefs on /sys/kernel/tracing first when it is not
+// mounted (minimal systems, containers); throws Error when it cannot.
+std::string mount_tracefs_events();
 // Each event must exist under the tracefs events directory; names the first one missing.
 void check_tracepoints(const std::vector<Tracepoint>& events, const std::string& events_dir);
 // `--bits` within the RFC's range.

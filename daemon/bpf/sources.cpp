@@ -55,6 +55,15 @@ std::set<std::string> traceable_functions(const std::string& tracefs_dir, std::s
 
 }  // namespace
 
+Tracepoint Tracepoint::parse(std::string_view spec) {
+  auto colon = spec.find(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == spec.size() ||
+      spec.find(':', colon + 1) != std::string_view::npos || spec.find('/') != std::string_view::npos)
+    throw Error("bad event '" + std::string(spec) +
+                "': use CATEGORY:NAME, e.g. kmem:kmem_cache_alloc (see /sys/kernel/tracing/available_events)");
+  return Tracepoint{std::string(spec.substr(0, colon)), std::string(spec.substr(colon + 1))};
+}
+
 std::vector<FunctionTarget> resolve_functions(const std::vector<std::string>& patterns,
                                               const std::string& tracefs_dir) {
   if (patterns.empty()) return {};

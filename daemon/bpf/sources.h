@@ -1,13 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
-// What an event source needs from the system before it can attach: kernel
-// functions for fentry (globs expanded against tracefs), and the online CPUs
-// for sampling.
+// The event sources a session attaches to, and what each needs from the
+// system first: tracepoints by name, kernel functions for fentry (globs
+// expanded against tracefs), and the online CPUs for sampling.
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace stackmapd {
+
+struct Tracepoint {
+  std::string category;
+  std::string name;
+
+  // "CATEGORY:NAME"; throws Error naming the expected form.
+  static Tracepoint parse(std::string_view spec);
+  std::string str() const { return category + ":" + name; }
+};
 
 struct FunctionTarget {
   std::string name;

@@ -120,11 +120,13 @@ class Service {
   bool stop_ = false;
 };
 
+// The first session, at start; reload() hands over to later ones.
 void Service::open_session() {
-  session_.reset();  // a table kept in pins is taken over by the new session
   SessionConfig sc = config_.session();
-  check_tracepoints(sc.events, find_tracefs_events());
-  session_ = std::make_unique<BpfSession>(sc);
+  check_tracepoints(sc.events, mount_tracefs_events());
+  std::unique_ptr<BpfSession> fresh = BpfSession::load(sc);
+  fresh->attach();
+  session_ = std::move(fresh);
 }
 
 void Service::load_symbols() {
@@ -169,14 +171,15 @@ std::string Service::reset() {
 
 // Re-reads the config file. Events alone change by re-attaching, keeping the
 // table; a new table size or ring buffer needs a new session, which takes
-// over the pinned table where its layout still fits.
+// over the pinned table where its layout still fits. A reload that fails
+// leaves everything as it was: the same session, config and attached events.
 std::string Service::reload() {
   DaemonConfig next = parse_daemon_args(args_);  // a bad file changes nothing
   if (next.export_dir != config_.export_dir)
     spdlog::warn("export-dir changes only on restart: keeping {}", config_.export_dir);
   next.export_dir = config_.export_dir;
   SessionConfig sc = next.session();
-  check_tracepoints(sc.events, find_tracefs_events());
+  check_tracepoints(sc.events, mount_tracefs_events());
   const bool same_table = next.bits == config_.bits && next.ringbuf_kb == config_.ringbuf_kb &&
                           next.verify == config_.verify && next.pin_dir == config_.pin_dir &&
                           next.pinned == config_.pinned;
@@ -185,20 +188,45 @@ std::string Service::reload() {
   std::string how;
   try {
     if (same_table) {
-      session_->reattach(sc.events);
+      session_->reattach(sc.events);  // all or nothing
       how = "table kept";
     } else {
-      if (next.pin_dir != config_.pin_dir) session_->unpin();
-      config_ = next;
-      open_session();
+      // Built while the old session counts; then only one of them is
+      // attached at a time, so a pinned table they share counts each event once.
+      std::unique_ptr<BpfSession> fresh = BpfSession::load(sc);
+      session_->detach();
+      session_->drain(0);
+      try {
+        fresh->attach();
+      } catch (...) {
+        try {
+          session_->attach();
+        } catch (const Error& e) {
+          spdlog::error("the running session could not re-attach after the failed reload: {}",
+                        e.what());
+        }
+        throw;
+      }
+      std::unique_ptr<BpfSession> old = std::exchange(session_, std::move(fresh));
+      if (next.pin_dir != config_.pin_dir) {
+        try {
+          old->unpin();
+        } catch (const Error& e) {
+          spdlog::warn("{}", e.what());
+        }
+      }
       how = session_->resumed() ? "new session on the pinned table" : "new table";
     }
-    config_ = next;
-    load_symbols();
-    export_now();
   } catch (...) {
     sd_notify(0, "READY=1");
     throw;
+  }
+  config_ = next;
+  load_symbols();
+  try {
+    export_now();
+  } catch (const Error& e) {
+    spdlog::warn("reloaded, but the exports were not written: {}", e.what());
   }
   sd_notify(0, "READY=1");
   std::string events;

@@ -78,7 +78,7 @@ class HealthWatch {
 Snapshot trace(TraceOptions options) {
   check_privileges();
   check_btf();
-  const std::string events_dir = find_tracefs_events();
+  const std::string events_dir = mount_tracefs_events();
   check_tracepoints(options.session.events, events_dir);
   options.session.functions = resolve_functions(
       options.function_patterns, std::filesystem::path(events_dir).parent_path().string());

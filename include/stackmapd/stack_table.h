@@ -25,10 +25,14 @@
  * reads, never a scan of the table (the RFC's version spins up to the table
  * size on a slot claimed but never filled).
  *
- * The includer defines, before including this file:
+ * Reader side (smt_published_elt): the daemon reads slots and pool through
+ * mmaps of the two arrays while the writers run, with no lock either.
+ *
+ * The writer's includer defines, before including this file:
  *   struct smt_table;
  *   struct smt_slot *smt_slot_at(struct smt_table *t, __u32 idx);  NULL if out of range
  *   struct smt_elt *smt_elt_at(struct smt_table *t, __u32 idx);    NULL if out of range
+ * A reader that only needs the reader side defines SMT_TABLE_READER_ONLY instead.
  */
 #ifndef STACKMAPD_STACK_TABLE_H
 #define STACKMAPD_STACK_TABLE_H
@@ -59,6 +63,46 @@
 #define smt_load32(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #endif
 
+SMT_INLINE __u32 smt_table_size(__u32 bits)
+{
+	return 1U << (bits + 1);
+}
+
+SMT_INLINE __u32 smt_pool_size(__u32 bits)
+{
+	return 1U << bits;
+}
+
+/*
+ * The element slot `id` publishes, or NULL while it has none (free, claimed
+ * and not yet written, claimed when the pool was empty) or when it holds no
+ * frames a reader could use. `slots` and `pool` are the whole arrays of a
+ * table of 2^bits elements. The load of slot.elt pairs with the writer's
+ * publishing xchg (smt_insert_here): acquire on the host, and on BPF the
+ * address dependency from the loaded index to the element; so the element's
+ * frames and nr read after it are the ones written before it was published.
+ * Its ref_count keeps changing: read it with a relaxed atomic load.
+ */
+SMT_INLINE const struct smt_elt *smt_published_elt(const struct smt_slot *slots,
+						   const struct smt_elt *pool,
+						   __u32 bits, __u32 id)
+{
+	const struct smt_elt *e;
+	__u32 elt;
+
+	if (id >= smt_table_size(bits))
+		return 0;
+	elt = smt_load32(&slots[id].elt);
+	if (elt == SMT_ELT_NONE || elt == SMT_ELT_DEAD || elt > smt_pool_size(bits))
+		return 0;
+	e = &pool[elt - 1];
+	if (e->nr == 0 || e->nr > SMT_MAX_DEPTH)
+		return 0;
+	return e;
+}
+
+#ifndef SMT_TABLE_READER_ONLY
+
 enum smt_status {
 	SMT_PROBING,
 	SMT_FOUND,
@@ -85,16 +129,6 @@ struct smt_probe {
 	__u32 idx;		/* the stack_id on SMT_FOUND and SMT_INSERTED */
 	enum smt_status status;
 };
-
-SMT_INLINE __u32 smt_table_size(__u32 bits)
-{
-	return 1U << (bits + 1);
-}
-
-SMT_INLINE __u32 smt_pool_size(__u32 bits)
-{
-	return 1U << bits;
-}
 
 SMT_INLINE void smt_probe_init(struct smt_probe *p, struct smt_shared *shared,
 			       const __u64 *ips, __u32 nr, __u32 bits, __u32 seed)
@@ -238,5 +272,7 @@ SMT_INLINE enum smt_status smt_find_or_insert(struct smt_table *t, struct smt_pr
 	smt_probe_finish(p);
 	return p->status;
 }
+
+#endif /* SMT_TABLE_READER_ONLY */
 
 #endif /* STACKMAPD_STACK_TABLE_H */

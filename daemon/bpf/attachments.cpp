@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/bpf/attachments.h"
+
+#include <bpf/libbpf.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "daemon/bpf/preflight.h"
+#include "daemon/sys/error.h"
+#include "stackmapd.skel.h"
+
+namespace stackmapd {
+
+namespace {
+
+uint64_t tracepoint_id(const Tracepoint& tp) {
+  const std::string path = mount_tracefs_events() + "/" + tp.category + "/" + tp.name + "/id";
+  std::ifstream in(path);
+  uint64_t id = 0;
+  if (!(in >> id))
+    throw Error("cannot attach to tracepoint " + tp.str() + ": no " + path +
+                ": check that it is listed in /sys/kernel/tracing/available_events");
+  return id;
+}
+
+}  // namespace
+
+Attachments::Attachments(const BpfObject& object, const SessionConfig& config)
+    : object_(object),
+      events_(config.events),
+      profile_hz_(config.profile_hz),
+      filter_cpu_(config.filter_cpu) {
+  for (const auto& tp : events_) source_of(tp.str());
+  if (!config.functions.empty() &&
+      libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_TRACING, nullptr) != 1)
+    throw Error("-f needs BPF tracing programs (fentry), which this kernel refuses to load "
+                "(bpftool feature probe: program_type tracing is NOT available): use -e "
+                "tracepoints or --profile here");
+  // fentry has no multi-attach on this kernel: each function gets its own
+  // copy of the object, sharing every map of the main one.
+  size_t skipped = 0;
+  std::string first_error;
+  for (const auto& fn : config.functions) {
+    try {
+      functions_.push_back({fn.name, fn.required, object_.load_function(fn.name, sources_.size()), {}});
+      sources_.push_back(fn.name);
+    } catch (const Error& e) {
+      if (fn.required) throw;
+      if (skipped++ == 0) first_error = e.what();
+    }
+  }
+  if (skipped)
+    spdlog::warn("skipped {} of {} functions matched by -f globs, e.g.: {}", skipped,
+                 config.functions.size(), first_error);
+  if (profile_hz_) {
+    profile_source_ = static_cast<uint32_t>(sources_.size());
+    sources_.push_back("profile");
+  }
+}
+
+uint32_t Attachments::source_of(const std::string& name) {
+  auto [it, added] = tracepoint_sources_.emplace(name, static_cast<uint32_t>(sources_.size()));
+  if (added) sources_.push_back(name);
+  return it->second;
+}
+
+PerfLink Attachments::attach_tracepoint(const Tracepoint& tp) {
+  perf_event_attr attr = {};
+  attr.size = sizeof(attr);
+  attr.type = PERF_TYPE_TRACEPOINT;
+  attr.config = tracepoint_id(tp);
+  attr.sample_period = 1;
+  // One event on CPU 0 is enough: the program runs wherever the tracepoint fires.
+  UniqueFd fd = open_perf_event(&attr, 0);
+  if (!fd)
+    throw Error("cannot open tracepoint " + tp.str() + ": " + std::strerror(errno) +
+                ": needs CAP_PERFMON (or root)");
+  // The cookie tells the shared program which source fired.
+  return attach_perf_event(object_.tracepoint_prog(), std::move(fd), source_of(tp.str()),
+                           "tracepoint " + tp.str());
+}
+
+std::vector<PerfLink> Attachments::attach_profile() const {
+  std::vector<PerfLink> links;
+  if (!profile_hz_) return links;
+  perf_event_attr attr = {};
+  attr.size = sizeof(attr);
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_CPU_CLOCK;
+  attr.freq = 1;
+  attr.sample_freq = profile_hz_;
+  for (int cpu : online_cpus()) {
+    if (filter_cpu_ != SMT_ANY_CPU && static_cast<uint32_t>(cpu) != filter_cpu_) continue;
+    UniqueFd fd = open_perf_event(&attr, cpu);
+    if (!fd)
+      throw Error("cannot sample CPU " + std::to_string(cpu) + " at " + std::to_string(profile_hz_) +
+                  " Hz: " + std::strerror(errno) +
+                  (errno == EINVAL ? ": above kernel.perf_event_max_sample_rate?" : ""));
+    links.push_back(attach_perf_event(object_.profile_prog(), std::move(fd), profile_source_,
+                                      "CPU " + std::to_string(cpu) + " sampling"));
+  }
+  return links;
+}
+
+void Attachments::attach() {
+  if (attached_) return;
+  // Everything into locals first: a throw closes what this call attached.
+  std::map<std::string, PerfLink> tracepoints;
+  for (const auto& tp : events_)
+    if (!tracepoints.count(tp.str())) tracepoints.emplace(tp.str(), attach_tracepoint(tp));
+  std::vector<BpfLink> links(functions_.size());
+  size_t skipped = 0;
+  std::string first_error;
+  for (size_t i = 0; i < functions_.size(); ++i) {
+    links[i].reset(bpf_program__attach_trace(functions_[i].object->progs.stackmapd_fentry));
+    if (links[i]) continue;
+    std::string why = "cannot trace function " + functions_[i].name + " with fentry (" +
+                      std::strerror(errno) + "): it must not be marked notrace";
+    if (functions_[i].required) throw Error(why);
+    if (skipped++ == 0) first_error = why;
+  }
+  std::vector<PerfLink> profile = attach_profile();
+
+  tracepoint_links_ = std::move(tracepoints);
+  for (size_t i = 0; i < functions_.size(); ++i) functions_[i].link = std::move(links[i]);
+  profile_links_ = std::move(profile);
+  attached_ = true;
+  if (skipped)
+    spdlog::warn("skipped {} of {} functions matched by -f globs, e.g.: {}", skipped,
+                 functions_.size(), first_error);
+}
+
+void Attachments::reattach(const std::vector<Tracepoint>& events) {
+  if (attached_) {
+    std::map<std::string, PerfLink> next;
+    for (const auto& tp : events)
+      if (!tracepoint_links_.count(tp.str()) && !next.count(tp.str()))
+        next.emplace(tp.str(), attach_tracepoint(tp));  // a throw closes only these
+    for (const auto& tp : events) {
+      auto kept = tracepoint_links_.find(tp.str());
+      if (kept != tracepoint_links_.end()) next.insert(tracepoint_links_.extract(kept));
+    }
+    std::swap(tracepoint_links_, next);  // `next` now holds the removed ones, closed here
+  }
+  events_ = events;
+}
+
+void Attachments::detach() {
+  tracepoint_links_.clear();
+  profile_links_.clear();
+  for (auto& fn : functions_) fn.link.reset();
+  attached_ = false;
+}
+
+}  // namespace stackmapd

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: GPL-2.0
+// A session's event sources attached to its programs: one BPF link per
+// tracepoint (a perf event on CPU 0), one loaded copy of the object and its
+// link per fentry function, one perf link per sampled CPU. Attaching is all
+// or nothing: what fails to attach leaves what was attached as it was.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "daemon/bpf/bpf_object.h"
+#include "daemon/bpf/session_config.h"
+#include "daemon/sys/bpf_handles.h"
+
+namespace stackmapd {
+
+class Attachments {
+ public:
+  // Loads one copy of the object per function (skipping, with a warning,
+  // functions matched by a glob that do not load); attaches nothing.
+  Attachments(const BpfObject& object, const SessionConfig& config);
+  Attachments(const Attachments&) = delete;
+  Attachments& operator=(const Attachments&) = delete;
+
+  // Attaches every configured source; throws Error with nothing attached.
+  // Does nothing when attached already.
+  void attach();
+  // The tracepoints become `events`: links of events in both sets are kept,
+  // the added ones attach first and only then are the removed ones closed;
+  // on failure nothing changes. Detached, only the list for attach() changes.
+  void reattach(const std::vector<Tracepoint>& events);
+  // Closes every link; the programs stay loaded for the next attach().
+  void detach();
+  bool attached() const { return attached_; }
+
+  const std::vector<Tracepoint>& events() const { return events_; }
+  // Source names by index (smt_trace_record.source, the links' cookies).
+  // Indexes never change: a removed tracepoint keeps its entry, an added one
+  // gets a new one.
+  const std::vector<std::string>& sources() const { return sources_; }
+
+ private:
+  struct Function {
+    std::string name;
+    bool required;
+    StackmapdSkeleton object;
+    BpfLink link;
+  };
+
+  uint32_t source_of(const std::string& name);
+  PerfLink attach_tracepoint(const Tracepoint& tp);
+  std::vector<PerfLink> attach_profile() const;
+
+  const BpfObject& object_;
+  std::vector<Tracepoint> events_;
+  std::map<std::string, PerfLink> tracepoint_links_;  // by "category:name"
+  std::vector<Function> functions_;
+  std::vector<PerfLink> profile_links_;
+  uint32_t profile_hz_;
+  uint32_t filter_cpu_;
+  uint32_t profile_source_ = 0;
+  std::vector<std::string> sources_;
+  std::map<std::string, uint32_t> tracepoint_sources_;
+  bool attached_ = false;
+};
+
+}  // namespace stackmapd

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/bpf/bpf_object.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <spdlog/spdlog.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "daemon/bpf/pinning.h"
+#include "daemon/sys/error.h"
+#include "stackmapd.skel.h"
+
+namespace stackmapd {
+
+void destroy_skeleton(stackmapd_bpf* skel) { stackmapd_bpf__destroy(skel); }
+
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
+
+smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_bytes) {
+  smt_config s = {};
+  s.table_bits = bits;
+  s.wakeup_bytes = ring_bytes / 4;
+  s.verify_every = c.verify_every;
+  s.trace_records = c.trace;
+  s.filter_tgid = c.filter_pid;
+  s.filter_cpu = c.filter_cpu;
+  return s;
+}
+
+StackmapdSkeleton open_skeleton(const SessionConfig& c) {
+  StackmapdSkeleton skel(stackmapd_bpf__open());
+  if (!skel) throw Error("cannot open the BPF object: " + errno_text(errno));
+  skel->rodata->settings = settings_for(c, c.bits, c.ringbuf_bytes);
+  return skel;
+}
+
+// The maps pinned under pin_dir, by pin name (BpfObject::pin_names()).
+std::vector<PinnedMap> pinned_maps(stackmapd_bpf* skel) {
+  return {{"slots", skel->maps.slots},
+          {"pool", skel->maps.pool},
+          {"counters", skel->maps.counters},
+          {"ids", skel->maps.ids},
+          {"state", skel->maps.bss}};
+}
+
+}  // namespace
+
+BpfObject::BpfObject(const SessionConfig& config)
+    : config_(config),
+      pins_(config.pinned_dir.empty() ? nullptr : std::make_unique<LoaderPins>(config.pinned_dir)),
+      bits_(pins_ ? pins_->bits : config.bits),
+      pin_dir_(pins_ ? "" : config.pin_dir) {
+  if (config.trace && config.verify_every)
+    throw Error("--trace and --verify cannot be combined: a verify sample replaces the event's "
+                "trace record; use one at a time");
+  if (pins_) {
+    use_pins(config);
+    pinned_where_ = config.pinned_dir;
+  } else if (load_own(config)) {
+    pinned_where_ = pin_dir_;
+  }
+}
+
+const std::vector<std::string>& BpfObject::pin_names() {
+  static const std::vector<std::string> names = {"slots", "pool", "counters", "ids", "state"};
+  return names;
+}
+
+// Returns whether the maps are those of a table pinned under pin_dir.
+bool BpfObject::load_own(const SessionConfig& config) {
+  skel_ = open_skeleton(config);
+  bpf_program__set_autoload(skel_->progs.stackmapd_profile, config.profile_hz > 0);
+  bpf_program__set_autoload(skel_->progs.stackmapd_fentry, false);
+  bpf_map__set_max_entries(skel_->maps.slots, 2u << bits_);
+  bpf_map__set_max_entries(skel_->maps.pool, 1u << bits_);
+  bpf_map__set_max_entries(skel_->maps.ids, config.ringbuf_bytes);
+
+  bool take_over = false;
+  if (!pin_dir_.empty()) {
+    prepare_pin_dir(pin_dir_);
+    const std::vector<PinnedMap> maps = pinned_maps(skel_.get());
+    std::string why = pin_mismatch(pin_dir_, maps);
+    take_over = why.empty();
+    if (take_over) {
+      // The pinned maps themselves (no pin_path: libbpf would pin at load).
+      for (const auto& m : maps) {
+        UniqueFd fd(bpf_obj_get((pin_dir_ + "/" + m.name).c_str()));
+        if (!fd || bpf_map__reuse_fd(m.map, fd.get()) != 0)
+          throw Error("cannot reuse the table pinned in " + pin_dir_ + "/" + m.name + ": " +
+                      errno_text(errno) + ": remove the pins (stackmapd unpin) to start clean");
+      }
+    } else if (any_pins(pin_dir_, pin_names())) {
+      spdlog::warn("not taking over the table pinned in {}: {}; starting clean", pin_dir_, why);
+    }
+  }
+
+  if (int err = stackmapd_bpf__load(skel_.get()))
+    throw Error("the kernel refused the BPF program or its maps (" + errno_text(err) +
+                "): run with -v to see libbpf's log and the verifier's");
+  pinned_ = take_over;
+  slots_fd_ = bpf_map__fd(skel_->maps.slots);
+  pool_fd_ = bpf_map__fd(skel_->maps.pool);
+  counters_fd_ = bpf_map__fd(skel_->maps.counters);
+  ids_fd_ = bpf_map__fd(skel_->maps.ids);
+  tracepoint_prog_ = bpf_program__fd(skel_->progs.stackmapd_tracepoint);
+  profile_prog_ = config.profile_hz ? bpf_program__fd(skel_->progs.stackmapd_profile) : -1;
+  globals_ = &skel_->bss->globals;
+  return take_over;
+}
+
+// Nothing is loaded or created: the loader did that; write_settings() and
+// the session's attach do the rest.
+void BpfObject::use_pins(const SessionConfig& config) {
+  if (!config.functions.empty())
+    throw Error("-f needs stackmapd's own BPF object (one fentry program per function); with "
+                "--pinned use -e tracepoints or --profile");
+  if (config.profile_hz && pins_->profile_prog < 0)
+    throw Error("--profile: " + config.pinned_dir + "/" +
+                LoaderPins::prog_pin("perf_event/stackmapd") +
+                " is missing: the loader must load stackmapd.o's perf_event section too");
+  if (config.bits != SMT_DEFAULT_BITS && config.bits != bits_)
+    spdlog::warn("--bits {} ignored: the pinned table holds 2^{} stacks, fixed when stackmapd.o "
+                 "was built (SMT_BPFLOADER_BITS)", config.bits, bits_);
+  slots_fd_ = pins_->slots;
+  pool_fd_ = pins_->pool;
+  counters_fd_ = pins_->counters;
+  ids_fd_ = pins_->ids;
+  tracepoint_prog_ = pins_->tracepoint_prog;
+  profile_prog_ = pins_->profile_prog;
+  long page = sysconf(_SC_PAGESIZE);
+  pinned_globals_ = Mapping(pins_->globals, (sizeof(smt_globals) + page - 1) / page * page,
+                            PROT_READ | PROT_WRITE, 0, "the pinned globals map");
+  globals_ = pinned_globals_.as<smt_globals>();
+}
+
+void BpfObject::write_settings() const {
+  if (!pins_) return;  // in our own object's .rodata, fixed at load
+  const uint32_t zero = 0;
+  const smt_config settings = settings_for(config_, bits_, pins_->ring_bytes);
+  if (bpf_map_update_elem(pins_->settings, &zero, &settings, BPF_ANY) != 0)
+    throw Error("--pinned: cannot write " + LoaderPins::map_pin("settings") + ": " +
+                errno_text(errno) + ": the daemon needs write access to the pinned maps");
+}
+
+void BpfObject::pin() {
+  if (pin_dir_.empty() || pinned_) return;
+  prepare_pin_dir(pin_dir_);
+  const std::vector<PinnedMap> maps = pinned_maps(skel_.get());
+  // Every pin under a new name first: a failure leaves the old pins as they were.
+  std::vector<std::string> staged;
+  auto unstage = [&] {
+    for (const auto& path : staged) unlink(path.c_str());
+  };
+  for (const auto& m : maps) {
+    const std::string path = pin_dir_ + "/new-" + m.name;  // bpffs names take no '.' 
+    unlink(path.c_str());  // left by a daemon that died here
+    if (bpf_obj_pin(bpf_map__fd(m.map), path.c_str()) != 0) {
+      int err = errno;
+      unstage();
+      throw Error("cannot pin the table's map " + m.name + " in " + pin_dir_ + ": " +
+                  errno_text(err) + ": check that it is on a bpf filesystem, or set pin-dir \"\"");
+    }
+    staged.push_back(path);
+  }
+  for (size_t i = 0; i < maps.size(); ++i)
+    if (rename(staged[i].c_str(), (pin_dir_ + "/" + maps[i].name).c_str()) != 0) {
+      int err = errno;
+      unstage();
+      throw Error("cannot pin the table in " + pin_dir_ + ": rename: " + errno_text(err));
+    }
+  pinned_ = true;
+}
+
+void BpfObject::unpin() const {
+  if (!pin_dir_.empty()) remove_pins(pin_dir_, pin_names());
+}
+
+StackmapdSkeleton BpfObject::load_function(const std::string& function, uint32_t source) const {
+  StackmapdSkeleton obj = open_skeleton(config_);
+  obj->rodata->settings.fentry_source = source;
+  bpf_program__set_autoload(obj->progs.stackmapd_tracepoint, false);
+  bpf_program__set_autoload(obj->progs.stackmapd_profile, false);
+  bpf_program__set_attach_target(obj->progs.stackmapd_fentry, 0, function.c_str());
+  const std::pair<bpf_map*, bpf_map*> shared_maps[] = {
+      {obj->maps.slots, skel_->maps.slots},       {obj->maps.pool, skel_->maps.pool},
+      {obj->maps.counters, skel_->maps.counters}, {obj->maps.scratch, skel_->maps.scratch},
+      {obj->maps.nesting, skel_->maps.nesting},   {obj->maps.ids, skel_->maps.ids},
+      {obj->maps.bss, skel_->maps.bss}};
+  int err = 0;
+  for (const auto& [mine, main] : shared_maps)
+    if (!err) err = bpf_map__reuse_fd(mine, bpf_map__fd(main));
+  if (!err) err = stackmapd_bpf__load(obj.get());
+  if (err)
+    throw Error("cannot trace function " + function + " with fentry (" + errno_text(err) +
+                "): it must be in the kernel's BTF and not marked notrace");
+  return obj;
+}
+
+}  // namespace stackmapd

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0
+// The loaded BPF object of a session and the table's pins: our own skeleton
+// (maps sized and settings fixed at load), or with SessionConfig::pinned_dir
+// the programs and maps another loader pinned (daemon/bpf/loader_pins.h).
+// Past loading, both are used through the same map and program fds.
+//
+// Loading changes no pins on disk: a compatible table pinned under pin_dir is
+// reused (its fds), and our own maps are pinned only by pin(), when the
+// session first attaches.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/bpf/loader_pins.h"
+#include "daemon/bpf/session_config.h"
+#include "daemon/sys/bpf_handles.h"
+#include "daemon/sys/mapping.h"
+#include "stackmapd/abi.h"
+
+struct stackmapd_bpf;
+
+namespace stackmapd {
+
+void destroy_skeleton(stackmapd_bpf* skel);
+using StackmapdSkeleton = Skeleton<stackmapd_bpf, destroy_skeleton>;
+
+class BpfObject {
+ public:
+  explicit BpfObject(const SessionConfig& config);  // throws Error
+  BpfObject(const BpfObject&) = delete;
+  BpfObject& operator=(const BpfObject&) = delete;
+
+  uint32_t bits() const { return bits_; }
+  int slots_fd() const { return slots_fd_; }
+  int pool_fd() const { return pool_fd_; }
+  int counters_fd() const { return counters_fd_; }
+  int ids_fd() const { return ids_fd_; }
+  int tracepoint_prog() const { return tracepoint_prog_; }
+  int profile_prog() const { return profile_prog_; }  // -1 without --profile
+  smt_globals* globals() const { return globals_; }
+
+  // True when the table came from pins (ours, left by an earlier daemon or
+  // session, or a loader's): others may have used it, so a session takes it
+  // over when it attaches. Where: the directory.
+  bool pinned_table() const { return !pinned_where_.empty(); }
+  const std::string& pinned_where() const { return pinned_where_; }
+
+  // Before attaching: with --pinned the settings live in a map that the
+  // session this one replaces may have written.
+  void write_settings() const;
+  // Pins our maps under pin_dir where they are not pinned yet, replacing
+  // older pins there one by one with rename(). Throws Error, pins unchanged.
+  void pin();
+  // Removes the pins under pin_dir: the maps go away with their last user.
+  void unpin() const;
+  static const std::vector<std::string>& pin_names();
+
+  // A copy of our object for fentry on `function`, sharing every map, loaded,
+  // not attached; its events report `source`. Throws Error.
+  StackmapdSkeleton load_function(const std::string& function, uint32_t source) const;
+
+ private:
+  bool load_own(const SessionConfig& config);
+  void use_pins(const SessionConfig& config);
+
+  SessionConfig config_;
+  std::unique_ptr<LoaderPins> pins_;  // --pinned
+  uint32_t bits_;
+  std::string pin_dir_;
+  std::string pinned_where_;
+  bool pinned_ = false;  // our maps are under pin_dir_
+  StackmapdSkeleton skel_;  // our own object, without --pinned
+  Mapping pinned_globals_;  // --pinned: the globals map, mmapped
+  int slots_fd_ = -1, pool_fd_ = -1, counters_fd_ = -1, ids_fd_ = -1;
+  int tracepoint_prog_ = -1, profile_prog_ = -1;
+  smt_globals* globals_ = nullptr;  // skel_'s .bss, or pinned_globals_
+};
+
+}  // namespace stackmapd

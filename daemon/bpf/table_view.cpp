@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/bpf/table_view.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "daemon/sys/error.h"
+
+#define SMT_TABLE_READER_ONLY
+#include "stackmapd/stack_table.h"
+
+namespace stackmapd {
+
+namespace {
+
+// A whole BPF array (BPF_F_MMAPABLE) mapped into memory.
+Mapping map_array(int fd, int prot, const std::string& what) {
+  bpf_map_info info = {};
+  uint32_t info_len = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &info_len) != 0)
+    throw Error("cannot inspect BPF map " + what + ": " + std::strerror(errno));
+  long page = sysconf(_SC_PAGESIZE);
+  size_t bytes = static_cast<size_t>(info.value_size) * info.max_entries;
+  return Mapping(fd, (bytes + page - 1) / page * page, prot, 0,
+                 "BPF map " + what + " (the kernel must support mmapable BPF arrays, 5.5+)");
+}
+
+}  // namespace
+
+TableView::TableView(const BpfObject& object)
+    : bits_(object.bits()),
+      counters_fd_(object.counters_fd()),
+      globals_(object.globals()),
+      slots_(map_array(object.slots_fd(), PROT_READ | PROT_WRITE, "slots")),
+      pool_(map_array(object.pool_fd(), PROT_READ, "pool")) {}
+
+const smt_elt* TableView::published_elt(uint32_t id) const {
+  return smt_published_elt(slots_.as<const smt_slot>(), pool_.as<const smt_elt>(), bits_, id);
+}
+
+StackRecord TableView::stack(uint32_t id) const {
+  StackRecord r;
+  r.stack_id = id;
+  const smt_elt* e = published_elt(id);
+  if (!e) return r;
+  r.ref_count = __atomic_load_n(&e->ref_count, __ATOMIC_RELAXED);
+  r.ips.assign(e->ips, e->ips + e->nr);
+  return r;
+}
+
+std::vector<StackRecord> TableView::stacks() const {
+  std::vector<StackRecord> out;
+  for (uint32_t id = 0; id < table_size(); ++id) {
+    StackRecord r = stack(id);
+    if (!r.ips.empty()) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// Every CPU's counters at every nesting level.
+std::vector<smt_cpu_counters> TableView::read_counters() const {
+  int ncpus = libbpf_num_possible_cpus();
+  if (ncpus <= 0) throw Error("cannot count possible CPUs: " + std::string(std::strerror(-ncpus)));
+  std::vector<smt_cpu_counters> all;
+  std::vector<smt_cpu_counters> percpu(ncpus);
+  for (uint32_t level = 0; level < SMT_MAX_NEST; ++level) {
+    if (bpf_map_lookup_elem(counters_fd_, &level, percpu.data()))
+      throw Error("cannot read the BPF counters: " + std::string(std::strerror(errno)));
+    all.insert(all.end(), percpu.begin(), percpu.end());
+  }
+  return all;
+}
+
+std::array<uint64_t, SMC_NR> TableView::sum_counters(uint32_t parity) const {
+  std::array<uint64_t, SMC_NR> sum{};
+  for (const auto& c : read_counters())
+    for (int i = 0; i < SMC_NR; ++i) sum[i] += c.epoch[parity][i];
+  return sum;
+}
+
+TableStats TableView::stats_of(uint32_t parity) const {
+  TableStats s;
+  for (const auto& c : read_counters()) {
+    s.events_total += c.events;
+    for (int i = 0; i < SMC_NR; ++i) s.counters[i] += c.epoch[parity][i];
+  }
+  for (int i = 0; i < SMC_NR; ++i) s.counters[i] -= book().baseline[parity][i];
+  uint32_t handed_out = __atomic_load_n(&shared().next_elt, __ATOMIC_RELAXED);
+  s.pool_size = pool_size();
+  s.table_size = table_size();
+  s.entries = handed_out < s.pool_size ? handed_out : s.pool_size;
+  s.resets = book().resets;
+  s.past_events = book().past_events;
+  return s;
+}
+
+void TableView::clear() {
+  std::memset(slots_.get(), 0, static_cast<size_t>(table_size()) * sizeof(smt_slot));
+  __atomic_store_n(&shared().next_elt, 0, __ATOMIC_SEQ_CST);
+}
+
+}  // namespace stackmapd

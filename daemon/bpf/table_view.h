@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: GPL-2.0
+// The daemon's view of the BPF table: the slots and pool arrays mmapped (no
+// syscall per read), the table-wide state and the daemon's bookkeeping kept
+// beside it (smt_globals), and the per-CPU outcome counters.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "daemon/bpf/bpf_object.h"
+#include "daemon/model/stack_record.h"
+#include "daemon/model/table_stats.h"
+#include "daemon/sys/mapping.h"
+#include "stackmapd/abi.h"
+
+namespace stackmapd {
+
+class TableView {
+ public:
+  explicit TableView(const BpfObject& object);  // throws Error
+
+  uint32_t bits() const { return bits_; }
+  uint32_t table_size() const { return 2u << bits_; }
+  uint32_t pool_size() const { return 1u << bits_; }
+
+  // The element slot `id` publishes (stack_table.h's smt_published_elt).
+  const smt_elt* published_elt(uint32_t id) const;
+  // The table's own view of a stack: its frames and BPF-side ref_count.
+  // Empty frames when the slot holds no published element.
+  StackRecord stack(uint32_t id) const;
+  // Every stack the table holds, by slot order.
+  std::vector<StackRecord> stacks() const;
+
+  smt_shared& shared() const { return globals_->shared; }
+  smt_daemon_state& book() const { return globals_->daemon_state; }
+
+  // Outcome counters of one epoch parity, summed over CPUs, since load.
+  std::array<uint64_t, SMC_NR> sum_counters(uint32_t parity) const;
+  // The table's statistics for the epoch of that parity (the consumer's own
+  // counts are the caller's to add).
+  TableStats stats_of(uint32_t parity) const;
+
+  // Empties the slots and the pool's allocation counter. Only while no
+  // program can run on the table (the reset protocol, a take-over).
+  void clear();
+
+ private:
+  std::vector<smt_cpu_counters> read_counters() const;
+
+  uint32_t bits_;
+  int counters_fd_;
+  smt_globals* globals_;
+  Mapping slots_;  // read-write: written only by clear()
+  Mapping pool_;   // read-only
+};
+
+}  // namespace stackmapd
