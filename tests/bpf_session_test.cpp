@@ -2,11 +2,14 @@
 // Runs the real BPF program on this kernel: root required. These tests fail,
 // never skip, unless STACKMAPD_SKIP_BPF_TESTS=1 says BPF is unavailable here.
 #include <gtest/gtest.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <filesystem>
 #include <thread>
 #include <cstring>
@@ -14,6 +17,7 @@
 #include "daemon/bpf/bpf_session.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/bpf/preflight.h"
+#include "daemon/sys/error.h"
 #include "tests/load.h"
 
 namespace stackmapd {
@@ -236,6 +240,162 @@ TEST_F(BpfSessionTest, PinnedTableSurvivesTheDaemon) {
     EXPECT_EQ(s.store().size(), 0u);
     s.unpin();
   }
+  EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
+// Events counted after a burst of allocations: the session is attached.
+uint64_t counts_more(BpfSession& s) {
+  s.drain(0);
+  uint64_t before = s.stats().events_total;
+  generate_allocations(2000);
+  s.drain(0);
+  return s.stats().events_total - before;
+}
+
+// A reset whose first grace period fails has cleared nothing: it must leave
+// the table live in the same epoch, not RESETTING until a restart.
+TEST_F(BpfSessionTest, ResetRollsBackWhenTheGracePeriodFails) {
+  BpfSession s(kmem_config());
+  run_load(s, 0);  // detach + drain: nothing counted yet
+  s.attach();
+  generate_allocations(2000);
+  s.drain(0);
+  const uint64_t stacks = s.store().size();
+  ASSERT_GT(stacks, 0u);
+  s.set_grace_period([] {
+    errno = ENOSYS;
+    return -1;
+  });
+  std::string error;
+  try {
+    s.reset();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("membarrier"), std::string::npos) << error;
+  EXPECT_NE(error.find("nothing was reset"), std::string::npos) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << "one line";
+  EXPECT_EQ(s.epoch(), 0u);
+  EXPECT_EQ(s.stats().resets, 0u);
+  TableStats before = s.stats();
+  generate_allocations(2000);
+  s.drain(0);
+  TableStats after = s.stats();
+  EXPECT_GT(after.get(SMC_HITS), before.get(SMC_HITS) + 1000) << "the table is live again";
+  EXPECT_EQ(after.get(SMC_DROP_RESETTING), before.get(SMC_DROP_RESETTING))
+      << "the table was left resetting";
+  EXPECT_GE(s.store().size(), stacks) << "nothing was cleared";
+  EXPECT_EQ(s.store().total_events(), after.get(SMC_HITS));
+
+  s.set_grace_period([] { return static_cast<int>(syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0)); });
+  Snapshot ended = s.reset();
+  EXPECT_EQ(s.epoch(), 1u) << "a reset with a working grace period goes through";
+  EXPECT_GT(ended.stats.get(SMC_HITS), 0u);
+  EXPECT_GT(counts_more(s), 1000u);
+  s.detach();
+  s.drain(0);
+  EXPECT_EQ(s.stats().stale_records, 0u);
+  EXPECT_EQ(s.store().total_events(), s.stats().get(SMC_HITS));
+}
+
+// load() attaches nothing; attach() all or nothing; detach() and attach() again.
+TEST_F(BpfSessionTest, StagedSessionAttachesAllOrNothing) {
+  std::unique_ptr<BpfSession> s = BpfSession::load(kmem_config());
+  EXPECT_FALSE(s->attached());
+  EXPECT_EQ(counts_more(*s), 0u) << "a loaded session counts nothing before attach()";
+  s->attach();
+  EXPECT_TRUE(s->attached());
+  EXPECT_GT(counts_more(*s), 1000u);
+  s->detach();
+  EXPECT_EQ(counts_more(*s), 0u);
+  s->attach();
+  EXPECT_GT(counts_more(*s), 1000u);
+
+  // ftrace's own events are in tracefs but BPF cannot attach to them.
+  SessionConfig bad = kmem_config();
+  bad.events.push_back({"ftrace", "print"});
+  std::unique_ptr<BpfSession> b = BpfSession::load(bad);
+  EXPECT_THROW(b->attach(), Error);
+  EXPECT_FALSE(b->attached());
+  EXPECT_EQ(counts_more(*b), 0u) << "a failed attach left kmem:kmem_cache_alloc attached";
+}
+
+// A re-attach attaches the added events before closing the removed ones, and
+// on failure keeps every link it had.
+TEST_F(BpfSessionTest, FailedReattachKeepsTheAttachedEvents) {
+  BpfSession s(kmem_config());
+  ASSERT_GT(counts_more(s), 1000u);
+  std::string error;
+  try {
+    s.reattach({{"ftrace", "print"}, {"kmem", "kmalloc"}});
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("ftrace:print"), std::string::npos) << error;
+  EXPECT_GT(counts_more(s), 1000u) << "kmem:kmem_cache_alloc stopped counting";
+  s.reattach({{"kmem", "kmem_cache_alloc"}, {"kmem", "kmalloc"}});
+  ASSERT_EQ(s.sources().size(), 2u);
+  EXPECT_EQ(s.sources()[1], "kmem:kmalloc");
+  EXPECT_GT(counts_more(s), 1000u);
+  s.detach();
+  s.drain(0);
+  TableStats st = s.stats();
+  EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS));
+  EXPECT_EQ(st.events_total, st.events());
+  EXPECT_EQ(st.bad_records, 0u);
+}
+
+// A reload's handover on a pinned table: the new session is built while the
+// old one counts, the old one detaches, the new one attaches and counts on
+// from the table's counts; a failed attach hands the table back.
+TEST_F(BpfSessionTest, HandoverOfAPinnedTableCountsEveryEventOnce) {
+  const std::string dir = "/sys/fs/bpf/A-test-" + std::to_string(getpid());
+  SessionConfig c = kmem_config();
+  c.pin_dir = dir;
+  auto old = BpfSession::load(c);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/slots")) << "load() pins nothing";
+  old->attach();
+  EXPECT_TRUE(std::filesystem::exists(dir + "/slots")) << "attach() pins the table";
+  ASSERT_GT(counts_more(*old), 1000u);
+
+  SessionConfig next = c;
+  next.verify_every = 5;  // another program, the same table
+  auto fresh = BpfSession::load(next);
+  EXPECT_GT(counts_more(*old), 1000u) << "the old session counts while the new one loads";
+  old->detach();
+  old->drain(0);
+  fresh->attach();
+  EXPECT_TRUE(fresh->resumed());
+  EXPECT_EQ(fresh->store().total_events(), old->store().total_events())
+      << "the new session starts from the table's counts";
+  EXPECT_EQ(old->store().total_events(), old->stats().get(SMC_HITS));
+  const uint64_t old_counted = old->store().total_events();
+  EXPECT_GT(counts_more(*fresh), 1000u);
+  old->drain(0);
+  EXPECT_EQ(old->store().total_events(), old_counted) << "the old session stays detached";
+
+  // A handover that fails to attach: the old session takes the table back.
+  SessionConfig bad = c;
+  bad.events.push_back({"ftrace", "print"});
+  auto failing = BpfSession::load(bad);
+  fresh->detach();
+  fresh->drain(0);
+  EXPECT_THROW(failing->attach(), Error);
+  fresh->attach();
+  EXPECT_GT(counts_more(*fresh), 1000u);
+  fresh->detach();
+  fresh->drain(0);
+  failing.reset();
+  old.reset();
+  TableStats st = fresh->stats();
+  EXPECT_EQ(fresh->store().total_events(), st.get(SMC_HITS)) << "every event counted once";
+  uint64_t table_refs = 0;
+  for (const StackRecord& t : fresh->table_stacks()) table_refs += t.ref_count;
+  EXPECT_EQ(table_refs, st.get(SMC_HITS));
+  EXPECT_EQ(st.stale_records, 0u);
+  EXPECT_EQ(st.bad_records, 0u);
+  EXPECT_EQ(st.verify_mismatch, 0u);
+  fresh->unpin();
   EXPECT_FALSE(std::filesystem::exists(dir));
 }
 

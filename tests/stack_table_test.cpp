@@ -155,4 +155,35 @@ TEST(StackTable, ZeroHashIsRemappedAwayFromTheFreeMarker) {
   EXPECT_EQ(again.id, first.id);
 }
 
+// The daemon's reader (smt_published_elt) over the same arrays the writer fills.
+TEST(StackTableReader, OnlyPublishedElementsWithFramesAreRead) {
+  smt_table t(kBits);
+  auto s = stack_of(31);
+  Result r = lookup(t, s);
+  ASSERT_EQ(r.status, SMT_INSERTED);
+  auto read = [&](__u32 id) { return smt_published_elt(t.slots.data(), t.pool.data(), kBits, id); };
+  const smt_elt* e = read(r.id);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e, &t.pool[t.slots[r.id].elt - 1]);
+  EXPECT_EQ(std::vector<__u64>(e->ips, e->ips + e->nr), s);
+
+  EXPECT_EQ(read((r.id + 1) & (smt_table_size(kBits) - 1)), nullptr) << "a free slot";
+  EXPECT_EQ(read(smt_table_size(kBits)), nullptr) << "past the table";
+  const smt_slot saved = t.slots[r.id];
+  t.slots[r.id].elt = SMT_ELT_NONE;
+  EXPECT_EQ(read(r.id), nullptr) << "claimed, element not yet published";
+  t.slots[r.id].elt = SMT_ELT_DEAD;
+  EXPECT_EQ(read(r.id), nullptr) << "claimed when the pool was empty";
+  t.slots[r.id].elt = smt_pool_size(kBits) + 1;
+  EXPECT_EQ(read(r.id), nullptr) << "an index past the pool";
+  t.slots[r.id] = saved;
+  t.pool[saved.elt - 1].nr = 0;
+  EXPECT_EQ(read(r.id), nullptr) << "no frames";
+  t.pool[saved.elt - 1].nr = SMT_MAX_DEPTH + 1;
+  EXPECT_EQ(read(r.id), nullptr) << "more frames than an element holds";
+  t.pool[saved.elt - 1].nr = SMT_MAX_DEPTH;
+  EXPECT_NE(read(r.id), nullptr) << "a full-depth stack";
+  EXPECT_EQ(smt_table_size(kBits), 2u * smt_pool_size(kBits));
+}
+
 }  // namespace

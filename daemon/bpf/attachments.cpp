@@ -61,6 +61,25 @@ Attachments::Attachments(const BpfObject& object, const SessionConfig& config)
   }
 }
 
+// Puts back the sources a failed attach added.
+class Attachments::SourcesGuard {
+ public:
+  explicit SourcesGuard(Attachments& a)
+      : a_(a), sources_(a.sources_.size()), tracepoints_(a.tracepoint_sources_) {}
+  ~SourcesGuard() {
+    if (committed_) return;
+    a_.sources_.resize(sources_);
+    a_.tracepoint_sources_ = std::move(tracepoints_);
+  }
+  void commit() { committed_ = true; }
+
+ private:
+  Attachments& a_;
+  size_t sources_;
+  std::map<std::string, uint32_t> tracepoints_;
+  bool committed_ = false;
+};
+
 uint32_t Attachments::source_of(const std::string& name) {
   auto [it, added] = tracepoint_sources_.emplace(name, static_cast<uint32_t>(sources_.size()));
   if (added) sources_.push_back(name);
@@ -108,6 +127,7 @@ std::vector<PerfLink> Attachments::attach_profile() const {
 void Attachments::attach() {
   if (attached_) return;
   // Everything into locals first: a throw closes what this call attached.
+  SourcesGuard guard(*this);
   std::map<std::string, PerfLink> tracepoints;
   for (const auto& tp : events_)
     if (!tracepoints.count(tp.str())) tracepoints.emplace(tp.str(), attach_tracepoint(tp));
@@ -128,6 +148,7 @@ void Attachments::attach() {
   for (size_t i = 0; i < functions_.size(); ++i) functions_[i].link = std::move(links[i]);
   profile_links_ = std::move(profile);
   attached_ = true;
+  guard.commit();
   if (skipped)
     spdlog::warn("skipped {} of {} functions matched by -f globs, e.g.: {}", skipped,
                  functions_.size(), first_error);
@@ -135,6 +156,7 @@ void Attachments::attach() {
 
 void Attachments::reattach(const std::vector<Tracepoint>& events) {
   if (attached_) {
+    SourcesGuard guard(*this);
     std::map<std::string, PerfLink> next;
     for (const auto& tp : events)
       if (!tracepoint_links_.count(tp.str()) && !next.count(tp.str()))
@@ -144,6 +166,7 @@ void Attachments::reattach(const std::vector<Tracepoint>& events) {
       if (kept != tracepoint_links_.end()) next.insert(tracepoint_links_.extract(kept));
     }
     std::swap(tracepoint_links_, next);  // `next` now holds the removed ones, closed here
+    guard.commit();
   }
   events_ = events;
 }

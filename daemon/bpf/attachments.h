@@ -42,6 +42,7 @@ class Attachments {
   const std::vector<std::string>& sources() const { return sources_; }
 
  private:
+  class SourcesGuard;
   struct Function {
     std::string name;
     bool required;
