@@ -23,6 +23,8 @@ SMT_INLINE __u32 smt_rol32(__u32 w, unsigned int s)
 	return (w << s) | (w >> (32 - s));
 }
 
+/* lookup3's own layout, as in the kernel's jhash.h */
+/* clang-format off */
 #define SMT_JHASH_MIX(a, b, c)                                          \
 	do {                                                            \
 		a -= c; a ^= smt_rol32(c, 4);  c += b;                  \
@@ -73,6 +75,7 @@ SMT_INLINE __u32 smt_rol32(__u32 w, unsigned int s)
 		}                                                       \
 		(out) = c_;                                             \
 	} while (0)
+/* clang-format on */
 
 /* The kernel's jhash2(k, len, seed) for up to 2 * SMT_MAX_DEPTH words. */
 SMT_INLINE __u32 smt_jhash2(const __u32 *k, __u32 len, __u32 seed)
