@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""stackmapd benchmark suite (issue 5). Run as root: `sudo bench/run.sh [--quick]`.
+"""stackmapd benchmark suite (issue 5). Run as root: `sudo bench/run.sh [--quick|--smoke]`.
 
 Everything is measured within one run, on the same machine, interleaved and
 order-balanced; every figure is a median with its min-max over rounds. Nothing
@@ -19,6 +19,14 @@ Sections:
                  at 1 K / 16 K / 256 K unique stacks.
   pool_exhausted ns/event of a --bits 10 daemon whose pool is full next to a
                  --bits 14 one that is not, on the same events.
+  compare        (with --baseline-stackmapd) this build's daemon against another
+                 build, one at a time on the same tracepoint, A B A B ...:
+                 in-kernel ns/event, workload ops/s and daemon CPU, as ratios.
+
+--smoke runs every section once, for seconds each (CI: bench/run.sh --smoke), to
+prove the suite still runs; its figures are printed and written to --out (a
+temporary directory by default) but mean nothing and are never judged. Any
+section that crashes makes the exit status non-zero (all sections still run).
 """
 import argparse
 import ctypes
@@ -34,7 +42,9 @@ import struct
 import subprocess
 import sys
 import tempfile
+import shutil
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -50,6 +60,11 @@ BUSY_EVENTS = ["kmem:kmem_cache_alloc", "kmem:kmem_cache_free", "kmem:kmalloc", 
 
 def log(msg):
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def num(v, digits=0):
+    """A figure for a log line: n/a when there is none (never a crash on a figure)."""
+    return "n/a" if v is None else f"{v:.{digits}f}"
 
 
 def summary(values):
@@ -324,7 +339,7 @@ def workload(binary, cpu, seconds, rate=0):
 def bench_ns_per_event(a, bins):
     """All three programs on the same tracepoint at once, every attach order."""
     names = ["stackmapd", "bpftrace", "bare_get_stack"]
-    orders = list(itertools.permutations(range(3)))
+    orders = list(itertools.permutations(range(3)))[:a.ns_orders]
     rounds = []
     for r in range(a.ns_rounds):
         for order in orders:
@@ -356,7 +371,7 @@ def bench_ns_per_event(a, bins):
                 row["stackmapd_ring_bytes_per_event"] = (mark1["pos"] - mark0["pos"]) / dn
             rounds.append(row)
             log("ns/event order %-40s %s" % ("->".join(row["order"]),
-                ", ".join(f"{k} {v:.0f}" for k, v in row["ns"].items() if v)))
+                ", ".join(f"{k} {num(v)}" for k, v in row["ns"].items())))
     res = {"rounds": rounds, "programs": {}, "ratio_to_bpftrace": {}, "by_position": {}}
     for n in names:
         res["programs"][n] = summary([r["ns"][n] for r in rounds])
@@ -410,7 +425,7 @@ def bench_throughput(a, bins):
         row["ratio"] = {c: row["ops_per_s"][c] / base for c in configs}
         rounds.append(row)
         log("throughput round %d: %s" % (r + 1, ", ".join(
-            f"{c} {row['ratio'][c]:.3f}" for c in configs)))
+            f"{c} {num(row['ratio'][c], 3)}" for c in configs)))
     res = {"rounds": rounds, "untraced_ops_per_s": summary([r["ops_per_s"]["untraced"] for r in rounds]),
            "ratio": {c: summary([r["ratio"][c] for r in rounds]) for c in configs}}
     # ftrace without the stack, once, for the event-only part of its record.
@@ -419,14 +434,16 @@ def bench_throughput(a, bins):
     workload(bins["alloc_loop"], a.cpu, 0.3)
     f.stop()
     sm = [r["extra"]["stackmapd"] for r in rounds]
-    ft = [r["extra"]["ftrace"]["bytes_per_event"] for r in rounds]
+    ft = [r["extra"]["ftrace"]["bytes_per_event"] for r in rounds
+          if r["extra"]["ftrace"]["bytes_per_event"] is not None]
     pf = [r["extra"]["perf"]["bytes_per_event"] for r in rounds]
     res["transport"] = {
         "stackmapd": {"computed": 16, "measured": summary([x["ring_bytes_per_event"] for x in sm]),
                       "note": "8-byte record header + 4-byte id, 8-byte aligned; measured as the "
                               "ring's producer position delta / program runs"},
         "ftrace": {"measured": summary(ft), "event_only": f.result["bytes_per_event"],
-                   "stack_part": statistics.median(ft) - f.result["bytes_per_event"],
+                   "stack_part": statistics.median(ft) - f.result["bytes_per_event"]
+                   if ft and f.result["bytes_per_event"] is not None else None,
                    "note": "per_cpu/cpuN/stats bytes / (entries/2): each event is an event "
                            "entry plus a kernel_stack entry"},
         "perf": {"measured": summary(pf), "lost_warnings": sum(
@@ -472,7 +489,7 @@ def bench_daemon(a, bins):
         "note": "daemon on-CPU time from /proc/PID/task/*/schedstat; events are all "
                 "kmem_cache_alloc events system-wide, not only the paced workload's"}
     res["rss"] = []
-    for n, bits in ((1024, 10), (16384, 14), (262144, 18)):
+    for n, bits in a.rss_sizes:
         log(f"daemon RSS at {n} unique stacks (--bits {bits})")
         out = json.loads(sh([bins["drain_bench"], "rss", "--stacks", str(n), "--bits", str(bits),
                              "--depth", "8", "--cpu", str(a.daemon_cpu)]))
@@ -550,17 +567,88 @@ def bench_pool_exhausted(a, bins):
         except (KeyError, ValueError, ZeroDivisionError):
             row["bits10_pool_full_drop_share"] = None
         rounds.append(row)
-        log("pool exhausted round %d: filler %.0f vs %.0f ns, alloc_loop %.0f vs %.0f ns "
-            "(bits10: entries %s, pool_full share of its events %.3f)" % (
-                r + 1, row["filler"]["bits10_exhausted"], row["filler"]["bits14"],
-                row["alloc_loop"]["bits10_exhausted"], row["alloc_loop"]["bits14"],
-                row.get("bits10_entries"), row["bits10_pool_full_drop_share"] or 0))
+        log("pool exhausted round %d: filler %s vs %s ns, alloc_loop %s vs %s ns "
+            "(bits10: entries %s, pool_full share of its events %s)" % (
+                r + 1, num(row["filler"]["bits10_exhausted"]), num(row["filler"]["bits14"]),
+                num(row["alloc_loop"]["bits10_exhausted"]), num(row["alloc_loop"]["bits14"]),
+                row.get("bits10_entries"), num(row["bits10_pool_full_drop_share"], 3)))
     res = {"events": BUSY_EVENTS, "rounds": rounds}
     for win in ("filler", "alloc_loop"):
         res[win] = {k: summary([r[win][k] for r in rounds]) for k in
                     ("bits10_exhausted", "bits14", "ratio")}
     res["bits10_pool_full_drop_share"] = summary([r["bits10_pool_full_drop_share"] for r in rounds])
     return res
+
+
+COMPARE_FIGURES = (("ns_per_event", "in-kernel ns/event (bpf_stats run_time_ns / run_cnt)", 0),
+                   ("ops_per_s", "workload ops/s", 0),
+                   ("daemon_cpu_s_per_million", "daemon CPU s per million events", 4),
+                   ("ring_bytes_per_event", "ring-buffer bytes per event", 1))
+
+
+def bench_compare(a, bins):
+    """This build (A) against --baseline-stackmapd (B): one daemon at a time on the
+    same tracepoint under the same pinned workload, in the order A B A B ...;
+    per pair, the ratio A / B of each figure (< 1: this build costs less)."""
+    builds = (("current", bins["stackmapd"]), ("baseline", bins["baseline_stackmapd"]))
+    pairs = []
+    for r in range(a.compare_rounds):
+        pair = {}
+        for name, binary in builds:
+            t = Stackmapd(binary, name)
+            t.start()
+            try:
+                time.sleep(0.2)
+                s0, m0 = prog_stats(), t.mark()
+                ops = workload(bins["alloc_loop"], a.cpu, a.seconds)
+                s1, m1 = prog_stats(), t.mark()
+            finally:
+                t.stop()
+            pid = t.prog_ids[0]
+            dt, dn = s1[pid][0] - s0[pid][0], s1[pid][1] - s0[pid][1]
+            pair[name] = {
+                "ns_per_event": dt / dn if dn else None, "events": dn, "ops_per_s": ops,
+                "daemon_cpu_s_per_million": (m1["cpu"] - m0["cpu"]) / dn * 1e6 if dn else None,
+                "ring_bytes_per_event": (m1["pos"] - m0["pos"]) / dn
+                if dn and m0["pos"] is not None else None,
+                "stat_events": t.stat.get("events")}
+        pair["ratio"] = {k: pair["current"][k] / pair["baseline"][k]
+                         if pair["current"][k] and pair["baseline"][k] else None
+                         for k, _, _ in COMPARE_FIGURES}
+        pairs.append(pair)
+        log("compare pair %d: ns/event this %s, baseline %s (ratio %s); ops/s ratio %s" % (
+            r + 1, num(pair["current"]["ns_per_event"]), num(pair["baseline"]["ns_per_event"]),
+            num(pair["ratio"]["ns_per_event"], 3), num(pair["ratio"]["ops_per_s"], 3)))
+    res = {"order": "A B A B ... (A = this build, B = baseline), one daemon at a time",
+           "current": bins["stackmapd"], "baseline": bins["baseline_stackmapd"], "pairs": pairs}
+    for k, _, _ in COMPARE_FIGURES:
+        res[k] = {n: summary([p[n][k] for p in pairs]) for n in ("current", "baseline")}
+        res[k]["ratio"] = summary([p["ratio"][k] for p in pairs])
+    return res
+
+
+def sha256_of(path):
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def describe_baseline(a):
+    """What the baseline is, and whether its BPF object is the one its binary embeds."""
+    d = {"stackmapd": os.path.abspath(a.baseline_stackmapd),
+         "stackmapd_sha256": sha256_of(a.baseline_stackmapd)}
+    if a.baseline_bpf_obj:
+        with open(a.baseline_bpf_obj, "rb") as f:
+            obj = f.read()
+        with open(a.baseline_stackmapd, "rb") as f:
+            embedded = obj in f.read()  # the skeleton carries the object's bytes verbatim
+        d.update({"bpf_obj": os.path.abspath(a.baseline_bpf_obj),
+                  "bpf_obj_sha256": sha256_of(a.baseline_bpf_obj),
+                  "bpf_obj_embedded_in_binary": embedded})
+        if not embedded:
+            log(f"warning: {a.baseline_bpf_obj} is not the BPF object embedded in "
+                f"{a.baseline_stackmapd}: the comparison measures the binary's own object")
+    return d
 
 
 # ------------------------------------------------------------------- output
@@ -575,14 +663,16 @@ def markdown(res):
     m = res["meta"]
     L = []
     L.append(f"Run {m['date']} on {m['cpu_model']} ({m['nproc']} CPUs), kernel {m['kernel']}, "
-             f"stackmapd {m['git']}{' (quick mode)' if m['quick'] else ''}; workload on CPU "
+             f"stackmapd {m['git']}{' (quick mode)' if m['quick'] else ''}"
+             f"{' (SMOKE: seconds per section, figures mean nothing)' if m.get('smoke') else ''}; workload on CPU "
              f"{m['workload_cpu']}, {m['seconds']} s per measurement. Medians (min–max).")
     L.append("")
     ns = res.get("ns_per_event")
     if ns:
         n_rounds = len(ns["rounds"])
+        n_orders = len({tuple(r["order"]) for r in ns["rounds"]})
         L.append(f"**In-kernel ns/event** (`kmem:kmem_cache_alloc`, all three attached at once, "
-                 f"{n_rounds} rounds over all 6 attach orders)")
+                 f"{n_rounds} rounds over {'all 6' if n_orders == 6 else n_orders} attach orders)")
         L.append("")
         L.append("| program | ns/event | ratio to bpftrace (same round) | ns when attached 1st / 2nd / 3rd |")
         L.append("|---|---|---|---|")
@@ -605,8 +695,8 @@ def markdown(res):
         L.append(f"| bpftrace `@[kstack]=count()` | {fmt(tp['ratio']['bpftrace'], '', 3)} | "
                  "— (aggregates in the kernel, no per-event record) |")
         L.append(f"| ftrace event + `options/stacktrace` | {fmt(tp['ratio']['ftrace'], '', 3)} | "
-                 f"{fmt(t['ftrace']['measured'], ' B', 1)} ({t['ftrace']['stack_part']:.1f} B of it "
-                 f"the stack; event alone {t['ftrace']['event_only']:.1f} B) |")
+                 f"{fmt(t['ftrace']['measured'], ' B', 1)} ({num(t['ftrace']['stack_part'], 1)} B of it "
+                 f"the stack; event alone {num(t['ftrace']['event_only'], 1)} B) |")
         L.append(f"| `perf record -g -C N` | {fmt(tp['ratio']['perf'], '', 3)} | "
                  f"{fmt(t['perf']['measured'], ' B', 1)} perf.data per sample |")
         L.append("")
@@ -655,6 +745,22 @@ def markdown(res):
                  f"{fmt({k: v * 100 for k, v in share.items() if k != 'values'} if share else None, ' %', 1)}"
                  " of its events as `drop_pool_full` over each whole session (its stack_map_stat).")
         L.append("")
+    c = res.get("compare")
+    if c:
+        base = res["meta"].get("baseline", {})
+        obj = (f"; its BPF object {base['bpf_obj']} is "
+               f"{'the one it embeds' if base.get('bpf_obj_embedded_in_binary') else 'NOT the one it embeds'}"
+               if base.get("bpf_obj") else "")
+        L.append(f"**This build against the baseline** (`{c['baseline']}`{obj}; one daemon at a "
+                 f"time on `{EVENT}`, {len(c['pairs'])} pairs in the order A B A B ..., ratio "
+                 "per pair; below 1 = this build costs less)")
+        L.append("")
+        L.append("| figure | this build | baseline | ratio this / baseline |")
+        L.append("|---|---|---|---|")
+        for k, label, digits in COMPARE_FIGURES:
+            L.append(f"| {label} | {fmt(c[k]['current'], '', digits)} | {fmt(c[k]['baseline'], '', digits)} "
+                     f"| {fmt(c[k]['ratio'], '×', 3)} |")
+        L.append("")
     return "\n".join(L)
 
 
@@ -693,7 +799,7 @@ def chart(res, path):
     ax = axes[0][0]
     if ns:
         keys = ["bare_get_stack", "bpftrace", "stackmapd"]
-        notes = [f"{ns['ratio_to_bpftrace'][k]['median']:.3f}× bpftrace" for k in keys]
+        notes = [f"{num((ns['ratio_to_bpftrace'][k] or {}).get('median'), 3)}× bpftrace" for k in keys]
         bars(ax, ["bare\nbpf_get_stack", "bpftrace\n@[kstack]=count()", "stackmapd\n(dedup + id)"],
              [ns["programs"][k] for k in keys], keys,
              "In-kernel cost per event (lower is better)", "ns / event", "{:.0f} ns", notes)
@@ -711,7 +817,7 @@ def chart(res, path):
         bars(ax, ["stackmapd\nring buffer", "ftrace\nevent+stack", "perf.data\nper sample"],
              [t[k]["measured"] for k in keys], keys,
              "Transport bytes per event (lower is better)", "bytes / event", "{:.1f} B",
-             ["4-byte id", f"{t['ftrace']['stack_part']:.0f} B stack", ""])
+             ["4-byte id", f"{num(t['ftrace']['stack_part'])} B stack", ""])
         ax.text(0.98, 0.97, "bpftrace: aggregates in kernel,\nno per-event record",
                 transform=ax.transAxes, ha="right", va="top", fontsize=9, color="#555")
     d = res.get("daemon")
@@ -800,29 +906,61 @@ def update_benchmarks_md(md, a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="fewer, shorter rounds (< 3 min)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="fewer, shorter rounds (< 3 min)")
+    mode.add_argument("--smoke", action="store_true",
+                      help="every section once, for seconds (CI): proves the suite runs, "
+                           "judges no figure; fails only if a section crashes")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--cpu", type=int, default=os.cpu_count() - 1, help="workload CPU")
-    ap.add_argument("--out", default=os.path.join(HERE, "results"))
-    ap.add_argument("--only", default="ns,throughput,daemon,pool",
-                    help="comma-separated sections: ns,throughput,daemon,pool")
+    ap.add_argument("--out", default=None,
+                    help="where latest.{json,md,png} go (default bench/results; with --smoke "
+                         "a temporary directory)")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated sections: ns,throughput,daemon,pool,compare (default: "
+                         "all; compare only with --baseline-stackmapd)")
+    ap.add_argument("--baseline-stackmapd", metavar="BINARY",
+                    help="another stackmapd build to compare this one with (section compare), "
+                         "e.g. /tmp/baseline/stackmapd")
+    ap.add_argument("--baseline-bpf-obj", metavar="OBJ",
+                    help="the baseline's BPF object (stackmapd.bpf.o): recorded by its sha256 and "
+                         "checked to be the one embedded in --baseline-stackmapd")
+    ap.add_argument("--compare-rounds", type=int, default=None,
+                    help="A B pairs in the compare section (default 8, quick 4, smoke 1)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench: run as root (BPF, tracefs, perf, bpf_stats)")
     a.daemon_cpu = 0 if a.cpu != 0 else 1
     TRACER_CPU[0] = a.daemon_cpu
-    if a.quick:
+    a.ns_orders, a.rss_sizes = 6, ((1024, 10), (16384, 14), (262144, 18))
+    if a.smoke:
+        a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 0.3, 1, 1, 2
+        a.px_rounds, a.fill_seconds, a.low_rate_seconds = 1, 0.5, 0.5
+        a.ns_orders, a.rss_sizes, cmp_rounds = 1, ((1024, 10), (16384, 14)), 1
+    elif a.quick:
         a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 1.0, 1, 3, 5
-        a.px_rounds, a.fill_seconds, a.low_rate_seconds = 2, 2.0, 3.0
+        a.px_rounds, a.fill_seconds, a.low_rate_seconds, cmp_rounds = 2, 2.0, 3.0, 4
     else:
         a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 2.0, 2, 6, 10
-        a.px_rounds, a.fill_seconds, a.low_rate_seconds = 4, 3.0, 10.0
+        a.px_rounds, a.fill_seconds, a.low_rate_seconds, cmp_rounds = 4, 3.0, 10.0, 8
+    if a.compare_rounds is None:
+        a.compare_rounds = cmp_rounds
+    if a.out is None:
+        a.out = (tempfile.mkdtemp(prefix="stackmapd-bench-smoke-") if a.smoke
+                 else os.path.join(HERE, "results"))
+    if a.only is None:
+        a.only = "ns,throughput,daemon,pool" + (",compare" if a.baseline_stackmapd else "")
     b = a.build_dir
     bins = {"stackmapd": f"{b}/stackmapd", "alloc_loop": f"{b}/bench/alloc_loop",
             "bare_stack": f"{b}/bench/bare_stack", "drain_bench": f"{b}/bench/drain_bench"}
+    if a.baseline_stackmapd:
+        bins["baseline_stackmapd"] = a.baseline_stackmapd
     for k, v in bins.items():
         if not os.access(v, os.X_OK):
             sys.exit(f"bench: {v} missing: build first (cmake -S . -B build && cmake --build build)")
+    for tool in ("bpftool", "bpftrace", "perf", "taskset"):
+        if not shutil.which(tool):
+            sys.exit(f"bench: {tool} missing (bench/run.sh installs it: bpftrace linux-perf bpftool)")
     with open(WORKFILE, "w") as f:
         f.write("stackmapd bench\n")
     stats_path = "/proc/sys/kernel/bpf_stats_enabled"
@@ -842,33 +980,48 @@ def main():
                 break
     res = {"meta": {"date": time.strftime("%Y-%m-%d %H:%M"), "kernel": platform.release(),
                     "cpu_model": cpu_model, "nproc": os.cpu_count(), "git": git,
-                    "quick": a.quick, "workload_cpu": a.cpu, "seconds": a.seconds,
-                    "command": "sudo bench/run.sh" + (" --quick" if a.quick else ""),
+                    "quick": a.quick, "smoke": a.smoke, "workload_cpu": a.cpu, "seconds": a.seconds,
+                    "command": "sudo bench/run.sh" + (" --quick" if a.quick else "") +
+                               (" --smoke" if a.smoke else ""),
                     "bpftrace_program": BPFTRACE_PROG}}
     foreign = [{"pid": p, "prog_id": i, "tracepoint": tp} for p, i, tp in perf_attachments()]
     if foreign:
         log(f"warning: other BPF programs are attached to tracepoints (they slow every run "
             f"and run before ours): {foreign}")
     res["meta"]["foreign_attachments_at_start"] = foreign
+    if a.baseline_stackmapd:
+        res["meta"]["baseline"] = describe_baseline(a)
     t_start = time.time()
     sections = a.only.split(",")
+    known = {"ns": ("in-kernel ns/event", "ns_per_event", bench_ns_per_event),
+             "throughput": ("throughput and transport", "throughput", bench_throughput),
+             "daemon": ("daemon", "daemon", bench_daemon),
+             "pool": ("pool exhausted", "pool_exhausted", bench_pool_exhausted),
+             "compare": ("this build against the baseline", "compare", bench_compare)}
+    for s in sections:
+        if s not in known:
+            sys.exit(f"bench: unknown section {s!r} (sections: {', '.join(known)})")
+    if "compare" in sections and not a.baseline_stackmapd:
+        sys.exit("bench: section compare needs --baseline-stackmapd BINARY")
+    crashed = {}
+    res["meta"]["section_seconds"] = {}
     try:
-        if "ns" in sections:
-            log("section: in-kernel ns/event")
-            res["ns_per_event"] = bench_ns_per_event(a, bins)
-        if "throughput" in sections:
-            log("section: throughput and transport")
-            res["throughput"] = bench_throughput(a, bins)
-        if "daemon" in sections:
-            log("section: daemon")
-            res["daemon"] = bench_daemon(a, bins)
-        if "pool" in sections:
-            log("section: pool exhausted")
-            res["pool_exhausted"] = bench_pool_exhausted(a, bins)
+        for key in [k for k in known if k in sections]:
+            title, field, fn = known[key]
+            log(f"section: {title}")
+            t0 = time.time()
+            try:
+                res[field] = fn(a, bins)
+            except Exception as e:  # a crash: reported, the other sections still run
+                crashed[key] = f"{type(e).__name__}: {e}"
+                log(f"section {key} CRASHED: {crashed[key]}\n{traceback.format_exc()}")
+            res["meta"]["section_seconds"][key] = round(time.time() - t0, 1)
+            log(f"section {key}: {res['meta']['section_seconds'][key]} s")
     finally:
         with open(stats_path, "w") as f:
             f.write(stats_before)
     res["meta"]["elapsed_s"] = time.time() - t_start
+    res["meta"]["crashed_sections"] = crashed
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "latest.json"), "w") as f:
         json.dump(res, f, indent=1)
@@ -879,9 +1032,18 @@ def main():
         chart(res, os.path.join(a.out, "latest.png"))
     except ImportError:
         log("matplotlib missing: no chart (apt-get install python3-matplotlib)")
-    update_benchmarks_md(md, a)
+    except Exception as e:  # a figure the chart cannot draw is not a failure of the suite
+        log(f"warning: no chart: {type(e).__name__}: {e}")
+    if not a.smoke and not crashed:
+        update_benchmarks_md(md, a)
     print(md)
-    log(f"done in {res['meta']['elapsed_s']:.0f} s: {a.out}/latest.json, latest.png, latest.md")
+    log(f"done in {res['meta']['elapsed_s']:.0f} s (per section: "
+        + ", ".join(f"{k} {v} s" for k, v in res["meta"]["section_seconds"].items())
+        + f"): {a.out}/latest.json, latest.png, latest.md"
+        + (" [smoke: figures not judged]" if a.smoke else ""))
+    if crashed:
+        log("FAILED: sections that crashed: " + "; ".join(f"{k}: {v}" for k, v in crashed.items()))
+        sys.exit(1)
 
 
 if __name__ == "__main__":
