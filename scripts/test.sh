@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 scripts/build.sh -DSTACKMAPD_WERROR=ON
 ctest --test-dir build --output-on-failure
+# The benchmark suite, every section once for seconds (~30 s, no apt when its
+# tools are there): fails if a section crashes, never on a figure.
+bench/run.sh --smoke
 scripts/fuzz.sh
 scripts/test-arm64.sh
 # The minimal kernel (with BPF and BTF) only: ~13 min cold on 2 cores. The
