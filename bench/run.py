@@ -1013,7 +1013,8 @@ def main():
             try:
                 res[field] = fn(a, bins)
             except Exception as e:  # a crash: reported, the other sections still run
-                crashed[key] = f"{type(e).__name__}: {e}"
+                err = (getattr(e, "stderr", None) or "").strip()
+                crashed[key] = f"{type(e).__name__}: {e}" + (f" ({err[-400:]})" if err else "")
                 log(f"section {key} CRASHED: {crashed[key]}\n{traceback.format_exc()}")
             res["meta"]["section_seconds"][key] = round(time.time() - t0, 1)
             log(f"section {key}: {res['meta']['section_seconds'][key]} s")
