@@ -3,36 +3,78 @@
 // sends one line ("stat", "top 20", "reset", "snapshot", "reload") and reads
 // the reply: "ok\n" or "error\n", then the text, until the daemon closes.
 // Access is the socket file's: mode 0660, root and the export group.
+//
+// Every client is non-blocking on the daemon's event loop (daemon/run/event_loop.h)
+// with its own small buffer and a deadline for its request line and one for
+// reading its reply; a client that is slow, silent or never reads costs the
+// loop nothing but its slot, and beyond max_clients a newcomer is refused
+// with one line. Requests are answered in the loop, one at a time.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
+#include "daemon/run/event_loop.h"
+#include "daemon/sys/unique_fd.h"
+
 namespace stackmapd {
+
+struct ControlReply {
+  bool ok;
+  std::string text;
+};
 
 class ControlServer {
  public:
-  ControlServer(const std::string& path, gid_t group);  // throws Error
-  ~ControlServer();
+  // Answers one request line (without its newline); an exception it throws
+  // is sent back as the error text.
+  using Handler = std::function<ControlReply(const std::string& line)>;
+  struct Limits {
+    size_t max_clients = 16;
+    size_t max_line = 1024;
+    std::chrono::milliseconds request_time{3000};  // connect to newline
+    std::chrono::milliseconds reply_time{5000};    // for the client to read it all
+  };
+
+  // Listens on `path` (throws Error) and serves it on `loop` from now on.
+  ControlServer(EventLoop& loop, const std::string& path, gid_t group, Handler handler);
+  ControlServer(EventLoop& loop, const std::string& path, gid_t group, Handler handler,
+                Limits limits);
+  ~ControlServer();  // drops every client, removes the socket
   ControlServer(const ControlServer&) = delete;
   ControlServer& operator=(const ControlServer&) = delete;
 
-  int fd() const { return fd_; }
-
-  struct Request {
-    int client;  // reply() closes it
-    std::string line;
-  };
-  // One pending client and its request line; nullopt if none is waiting or
-  // it sent nothing usable within a short timeout.
-  std::optional<Request> accept_request();
-  static void reply(int client, bool ok, const std::string& body);
+  size_t clients() const { return clients_.size(); }
 
  private:
+  struct Client {
+    UniqueFd fd;
+    std::string in;   // the request line so far
+    std::string out;  // the reply, from `sent` on still to write
+    size_t sent = 0;
+    EventLoop::Id watch = 0;
+    EventLoop::Id deadline = 0;
+  };
+
+  void on_accept();
+  void on_readable(uint64_t key);
+  void on_writable(uint64_t key);
+  void answer(uint64_t key, bool ok, std::string text);
+  void drop(uint64_t key);
+
+  EventLoop& loop_;
   std::string path_;
-  int fd_ = -1;
+  Handler handler_;
+  Limits limits_;
+  UniqueFd fd_;
+  EventLoop::Id watch_ = 0;
+  uint64_t next_key_ = 1;
+  std::map<uint64_t, Client> clients_;
 };
 
 // Sends `request` to the daemon at `socket_path`. nullopt when no daemon

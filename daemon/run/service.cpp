@@ -1,12 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/run/service.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/file.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -19,6 +16,8 @@
 
 #include "daemon/bpf/bpf_session.h"
 #include "daemon/run/control.h"
+#include "daemon/run/event_loop.h"
+#include "daemon/sys/runtime_lock.h"
 #include "daemon/sys/error.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/history.h"
@@ -31,60 +30,6 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-// One daemon per runtime directory: an exclusive lock on its pid file.
-class RuntimeLock {
- public:
-  explicit RuntimeLock(const std::string& dir) : path_(dir + "/stackmapd.pid") {
-    fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw Error("cannot open " + path_ + ": " + strerror(errno));
-    if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      char buf[32] = {};
-      ssize_t n = pread(fd_, buf, sizeof(buf) - 1, 0);
-      std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
-      while (!pid.empty() && pid.back() == '\n') pid.pop_back();
-      close(fd_);
-      throw Error("another stackmapd (pid " + pid + ") already runs on " + dir +
-                  ": stop it first (systemctl stop stackmapd) or give this one another --export-dir");
-    }
-    std::string pid = std::to_string(getpid()) + "\n";
-    if (ftruncate(fd_, 0) != 0 || pwrite(fd_, pid.data(), pid.size(), 0) < 0)
-      throw Error("cannot write " + path_ + ": " + strerror(errno));
-  }
-  ~RuntimeLock() {
-    unlink(path_.c_str());
-    close(fd_);
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
-
-class SignalFd {
- public:
-  SignalFd() {
-    sigemptyset(&set_);
-    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&set_, sig);
-    sigprocmask(SIG_BLOCK, &set_, &old_);
-    fd_ = signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (fd_ < 0) throw Error(std::string("cannot create a signalfd: ") + strerror(errno));
-  }
-  ~SignalFd() {
-    close(fd_);
-    sigprocmask(SIG_SETMASK, &old_, nullptr);
-  }
-  int fd() const { return fd_; }
-  std::optional<int> next() {
-    signalfd_siginfo info;
-    if (read(fd_, &info, sizeof(info)) != sizeof(info)) return std::nullopt;
-    return static_cast<int>(info.ssi_signo);
-  }
-
- private:
-  sigset_t set_, old_;
-  int fd_ = -1;
-};
 
 void make_runtime_dir(const std::string& dir, gid_t group) {
   std::error_code ec;
@@ -109,7 +54,11 @@ class Service {
   void update_status();
   std::string reset();
   std::string reload();
-  void handle(const ControlServer::Request& req);
+  ControlReply handle(const std::string& line);
+  void take_signals();
+  void watch_session();
+  void after_reload();
+  void export_on_timer();
   const Kallsyms* symbols() const { return ksyms_ ? &*ksyms_ : nullptr; }
 
   std::vector<std::string> args_;
@@ -117,7 +66,10 @@ class Service {
   std::unique_ptr<BpfSession> session_;
   std::optional<Kallsyms> ksyms_;
   KernelInfo kernel_;
-  bool stop_ = false;
+  EventLoop loop_;  // the service's one loop: ring buffer, control clients, signals, timers
+  EventLoop::Id ring_watch_ = 0;
+  EventLoop::Id export_timer_ = 0;
+  std::string export_error_;  // the last timed export's failure, said once
 };
 
 // The first session, at start; reload() hands over to later ones.
@@ -236,37 +188,91 @@ std::string Service::reload() {
   return msg + "\n";
 }
 
-void Service::handle(const ControlServer::Request& req) {
-  const std::string& line = req.line;
+ControlReply Service::handle(const std::string& line) {
   try {
     if (line == "stat") {
       session_->drain(0);
-      ControlServer::reply(req.client, true, format_stat(session_->stats()));
-    } else if (line == "top" || line.rfind("top ", 0) == 0) {
+      return {true, format_stat(session_->stats())};
+    }
+    if (line == "top" || line.rfind("top ", 0) == 0) {
       size_t n = 20;
       if (line.size() > 4) n = std::stoul(line.substr(4));
       session_->drain(0);
-      ControlServer::reply(req.client, true,
-                           format_top(session_->store().snapshot(), n, symbols()));
-    } else if (line == "reset") {
-      ControlServer::reply(req.client, true, reset());
-    } else if (line == "snapshot") {
+      return {true, format_top(session_->store().snapshot(), n, symbols())};
+    }
+    if (line == "reset") return {true, reset()};
+    if (line == "snapshot") {
       export_now();
-      ControlServer::reply(req.client, true, "exports written to " + config_.export_dir + "\n");
-    } else if (line == "reload") {
+      return {true, "exports written to " + config_.export_dir + "\n"};
+    }
+    if (line == "reload") {
       try {
-        ControlServer::reply(req.client, true, reload());
+        std::string msg = reload();
+        after_reload();
+        return {true, msg};
       } catch (const Error& e) {
+        after_reload();
         throw Error(std::string("reload failed, keeping the running configuration: ") + e.what());
       }
-    } else {
-      ControlServer::reply(req.client, false,
-                           "unknown request '" + line + "': use stat, top N, reset, snapshot or reload");
     }
+    return {false, "unknown request '" + line + "': use stat, top N, reset, snapshot or reload"};
   } catch (const std::exception& e) {
     spdlog::error("{}: {}", line, e.what());
-    ControlServer::reply(req.client, false, e.what());
+    return {false, e.what()};
   }
+}
+
+// Taken before the session loads: a SIGTERM meanwhile stops the first turn,
+// instead of killing the daemon with its pins half made.
+void Service::take_signals() {
+  for (int sig : {SIGTERM, SIGINT}) loop_.on_signal(sig, [this](int) { loop_.stop(); });
+  loop_.on_signal(SIGHUP, [this](int) {
+    try {
+      reload();
+    } catch (const std::exception& e) {
+      spdlog::error("reload failed, keeping the running configuration: {}", e.what());
+    }
+    after_reload();
+  });
+  loop_.on_signal(SIGUSR1, [this](int) {
+    try {
+      reset();
+    } catch (const std::exception& e) {
+      spdlog::error("SIGUSR1 reset failed, still tracing: {}", e.what());
+    }
+  });
+}
+
+// The ring buffer's wakeup fd is the current session's: a reload may have
+// replaced the session.
+void Service::watch_session() {
+  if (ring_watch_) loop_.unwatch(ring_watch_);
+  ring_watch_ = loop_.watch(session_->wakeup_fd(), POLLIN, [this](short) { session_->drain(0); });
+}
+
+void Service::after_reload() {
+  watch_session();
+  if (export_timer_)
+    loop_.set_period(export_timer_, std::chrono::duration_cast<clock::duration>(
+                                        std::chrono::duration<double>(config_.snapshot_interval)));
+}
+
+// A failed timed export (a full disk) is said once, not every interval, and
+// the daemon keeps tracing; the next one that works says so.
+void Service::export_on_timer() {
+  try {
+    export_now();
+    if (config_.history_max_kb)
+      keep_history(config_.export_dir, config_.history_max_kb * 1024, config_.group_id());
+    if (!export_error_.empty()) spdlog::info("exports written again to {}", config_.export_dir);
+    export_error_.clear();
+  } catch (const std::exception& e) {
+    if (export_error_ != e.what())
+      spdlog::error("timed export failed, still tracing (retried every {} s): {}",
+                    config_.snapshot_interval, e.what());
+    export_error_ = e.what();
+  }
+  update_status();
 }
 
 void Service::run() {
@@ -276,10 +282,11 @@ void Service::run() {
   config_.session();  // validate before touching anything
   make_runtime_dir(config_.export_dir, group);
   RuntimeLock lock(config_.export_dir);
-  SignalFd signals;
+  take_signals();
   open_session();
   load_symbols();
-  ControlServer control(config_.export_dir + "/" + kControlSocket, group);
+  ControlServer control(loop_, config_.export_dir + "/" + kControlSocket, group,
+                        [this](const std::string& line) { return handle(line); });
   export_now();
   sd_notify(0, "READY=1");
   update_status();
@@ -288,55 +295,19 @@ void Service::run() {
   spdlog::info("tracing {}; exports in {} every {} s", events, config_.export_dir,
                config_.snapshot_interval);
 
+  watch_session();
+  // The BPF side submits without waking us: drain at least every 100 ms.
+  loop_.every(milliseconds(100), [this] { session_->drain(0); });
+  export_timer_ = loop_.every(std::chrono::duration_cast<clock::duration>(
+                                  std::chrono::duration<double>(config_.snapshot_interval)),
+                              [this] { export_on_timer(); });
+  // The watchdog hears from the loop itself: a stalled loop is restarted.
   uint64_t watchdog_usec = 0;
-  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
-  const auto ping_every = std::chrono::microseconds(watchdog_usec / 2);
-  auto next_ping = clock::now();
-  auto export_every = std::chrono::duration_cast<clock::duration>(
-      std::chrono::duration<double>(config_.snapshot_interval));
-  auto next_export = clock::now() + export_every;
-
-  while (!stop_) {
-    auto now = clock::now();
-    if (watchdog && now >= next_ping) {
-      sd_notify(0, "WATCHDOG=1");
-      next_ping = now + ping_every;
-    }
-    if (now >= next_export) {
-      export_now();
-      if (config_.history_max_kb)
-        keep_history(config_.export_dir, config_.history_max_kb * 1024, config_.group_id());
-      update_status();
-      export_every = std::chrono::duration_cast<clock::duration>(
-          std::chrono::duration<double>(config_.snapshot_interval));
-      next_export = now + export_every;
-    }
-    auto until = std::min(next_export, watchdog ? next_ping : next_export);
-    auto wait = std::chrono::duration_cast<milliseconds>(until - now).count();
-    pollfd fds[3] = {{session_->wakeup_fd(), POLLIN, 0},
-                     {control.fd(), POLLIN, 0},
-                     {signals.fd(), POLLIN, 0}};
-    // The BPF side submits without waking us: drain at least every 100 ms.
-    poll(fds, 3, static_cast<int>(std::clamp<long long>(wait, 0, 100)));
-    session_->drain(0);
-    if (fds[1].revents & POLLIN)
-      while (auto req = control.accept_request()) handle(*req);
-    if (fds[2].revents & POLLIN) {
-      while (auto sig = signals.next()) {
-        if (*sig == SIGHUP) {
-          try {
-            reload();
-          } catch (const Error& e) {
-            spdlog::error("reload failed, keeping the running configuration: {}", e.what());
-          }
-        } else if (*sig == SIGUSR1) {
-          reset();
-        } else {
-          stop_ = true;
-        }
-      }
-    }
+  if (sd_watchdog_enabled(0, &watchdog_usec) > 0) {
+    sd_notify(0, "WATCHDOG=1");
+    loop_.every(std::chrono::microseconds(watchdog_usec / 2), [] { sd_notify(0, "WATCHDOG=1"); });
   }
+  loop_.run();
 
   sd_notify(0, "STOPPING=1");
   session_->detach();

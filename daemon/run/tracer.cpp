@@ -3,58 +3,22 @@
 
 #include <spdlog/spdlog.h>
 
-#include <array>
-#include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <optional>
 
 #include "daemon/bpf/preflight.h"
 #include "daemon/export/trace_writer.h"
+#include "daemon/run/foreground.h"
 
 namespace stackmapd {
 
 namespace {
 
-volatile std::sig_atomic_t stop_requested = 0;
-volatile std::sig_atomic_t reset_requested = 0;
-
-void on_signal(int sig) {
-  if (sig == SIGUSR1)
-    reset_requested = 1;
-  else
-    stop_requested = 1;
-}
-
-// SIGINT/SIGTERM stop, SIGUSR1 resets the table. Installed without
-// SA_RESTART so that a signal interrupts the ring-buffer poll at once.
-class SessionSignals {
- public:
-  SessionSignals() {
-    stop_requested = 0;
-    reset_requested = 0;
-    struct sigaction sa = {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &sa, &old_[i]);
-  }
-  ~SessionSignals() {
-    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &old_[i], nullptr);
-  }
-
- private:
-  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGUSR1};
-  std::array<struct sigaction, 3> old_ = {};
-};
-
 // Says once, as it happens, when the table or the ring buffer starts losing
-// events, instead of leaving it to the exports at the end.
+// events, instead of leaving it to the exports at the end (checked each second).
 class HealthWatch {
  public:
   void check(const BpfSession& session) {
-    auto now = std::chrono::steady_clock::now();
-    if (now < next_) return;
-    next_ = now + std::chrono::seconds(1);
     TableStats st = session.stats();
     if (st.pool_full() && !pool_warned_) {
       pool_warned_ = true;
@@ -68,7 +32,6 @@ class HealthWatch {
   }
 
  private:
-  std::chrono::steady_clock::time_point next_{};
   bool pool_warned_ = false;
   bool ring_warned_ = false;
 };
@@ -86,7 +49,7 @@ Snapshot trace(TraceOptions options) {
   std::optional<TraceWriter> writer;
   if (options.session.trace) writer.emplace(options.trace_path);
 
-  SessionSignals signals;
+  Foreground foreground;  // before loading: a Ctrl-C meanwhile is kept
   BpfSession session(options.session);
   if (writer) {
     writer->set_sources(session.sources());
@@ -106,25 +69,17 @@ Snapshot trace(TraceOptions options) {
   else
     spdlog::info("tracing {} until Ctrl-C or SIGTERM (SIGUSR1 resets)", names);
 
-  using clock = std::chrono::steady_clock;
-  auto deadline = clock::time_point::max();
-  if (options.duration_s)
-    deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
-                                  std::chrono::duration<double>(*options.duration_s));
   HealthWatch health;
-  while (!stop_requested) {
-    health.check(session);
-    if (reset_requested) {
-      reset_requested = 0;
-      Snapshot ended = session.reset();
-      spdlog::info("reset: epoch {} ended with {} events in {} unique stacks", session.epoch() - 1,
-                   ended.stats.events(), ended.stacks.size());
-    }
-    auto now = clock::now();
-    if (now >= deadline) break;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-    session.drain(static_cast<int>(std::min<long long>(left + 1, options.drain_interval_ms)));
-  }
+  ForegroundBackend backend;
+  backend.drain = [&] { session.drain(0); };
+  backend.wakeup_fd = session.wakeup_fd();
+  backend.reset = [&] {
+    Snapshot ended = session.reset();
+    spdlog::info("reset: epoch {} ended with {} events in {} unique stacks", session.epoch() - 1,
+                 ended.stats.events(), ended.stacks.size());
+  };
+  backend.each_second = [&] { health.check(session); };
+  foreground.run(backend, options.duration_s, options.drain_interval_ms);
   // Detach before the last drain so that the exports are one consistent cut.
   session.detach();
   session.drain(0);

@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,9 +11,9 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <csignal>
 #include <cstring>
 
+#include "daemon/run/foreground.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -326,56 +325,18 @@ bool tracefs_stackmap_available() {
   return !root.empty() && exists(root + "/options/stackmap");
 }
 
-namespace {
-
-volatile std::sig_atomic_t tracefs_stop = 0;
-
-void on_stop_signal(int) { tracefs_stop = 1; }
-
-// SIGINT/SIGTERM end the session; without SA_RESTART, so that a signal
-// cuts the poll on trace_pipe short.
-class StopSignals {
- public:
-  StopSignals() {
-    tracefs_stop = 0;
-    struct sigaction sa = {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-
- private:
-  struct sigaction old_int_ = {};
-  struct sigaction old_term_ = {};
-};
-
-}  // namespace
-
 Snapshot trace_tracefs(const std::vector<Tracepoint>& events, std::optional<double> duration_s,
                        int drain_interval_ms) {
-  StopSignals signals;
+  Foreground foreground;  // before the instance exists: a Ctrl-C meanwhile is kept
   TracefsSession session(events);
   std::string names;
   for (const auto& tp : events) names += (names.empty() ? "" : ", ") + tp.str();
   spdlog::info("tracing {} through tracefs ({}){}", names, session.dir(),
                duration_s ? fmt::format(" for {} s", *duration_s) : std::string(" until Ctrl-C"));
-
-  using clock = std::chrono::steady_clock;
-  auto deadline = clock::time_point::max();
-  if (duration_s)
-    deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
-                                  std::chrono::duration<double>(*duration_s));
-  while (!tracefs_stop) {
-    auto now = clock::now();
-    if (now >= deadline) break;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-    session.drain(static_cast<int>(std::min<long long>(left + 1, drain_interval_ms)));
-  }
+  // trace_pipe wakes pollers only past buffer_percent: the timer drains.
+  ForegroundBackend backend;
+  backend.drain = [&] { session.drain(0); };
+  foreground.run(backend, duration_s, drain_interval_ms);
   // Stop the events before the last drain, so that the ids read and the
   // map's counts are one consistent cut.
   session.detach();

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: GPL-2.0
+// The foreground session's loop, one for both backends (BPF: daemon/run/tracer.h,
+// tracefs: daemon/tracefs/tracefs_session.h), on the shared event loop:
+// drain on the backend's wakeup fd and on a timer, stop at the duration's end
+// or on SIGINT/SIGTERM, reset on SIGUSR1 where the backend can. The caller
+// then detaches, drains what is left and takes its Snapshot.
+#pragma once
+
+#include <functional>
+#include <optional>
+
+#include "daemon/run/event_loop.h"
+
+namespace stackmapd {
+
+struct ForegroundBackend {
+  std::function<void()> drain;  // consume what is pending, without waiting
+  int wakeup_fd = -1;           // readable when there is data; -1: the timer alone
+  // Empties the table; null when the backend cannot (SIGUSR1 then says so).
+  std::function<void()> reset;
+  std::function<void()> each_second;  // health checks; may be null
+};
+
+class Foreground {
+ public:
+  // Takes SIGINT, SIGTERM and SIGUSR1 from here on: construct it before the
+  // session loads, so that a Ctrl-C meanwhile ends the session at once.
+  Foreground();
+
+  // Until `duration_s` has passed (none: forever) or a stop signal arrives.
+  // A reset that fails is logged in one line and the session goes on.
+  void run(const ForegroundBackend& backend, std::optional<double> duration_s,
+           int drain_interval_ms);
+
+  EventLoop& loop() { return loop_; }
+
+ private:
+  EventLoop loop_;
+  const ForegroundBackend* backend_ = nullptr;
+  bool stop_ = false;
+};
+
+}  // namespace stackmapd

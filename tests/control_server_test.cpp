@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: GPL-2.0
+// The control server (daemon/run/control.h) on the event loop: clients that
+// are slow, silent, never read or too many cost the loop no wait. The
+// clients are non-blocking sockets in the test's own thread, so any wait in
+// the server would show as a turn that takes long.
+#include "daemon/run/control.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <vector>
+
+#include "daemon/sys/error.h"
+#include "daemon/sys/unique_fd.h"
+
+namespace stackmapd {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = EventLoop::Clock;
+
+class Control : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (std::filesystem::temp_directory_path() /
+             ("stackmapd-ctl-" + std::to_string(getpid()) + ".sock"))
+                .string();
+  }
+  void start(ControlServer::Limits limits) {
+    server_.emplace(loop_, path_, static_cast<gid_t>(-1),
+                    [this](const std::string& line) -> ControlReply {
+                      if (line == "big") return {true, std::string(8 << 20, 'x')};
+                      if (line == "throw") throw Error("it broke: fix it");
+                      return {true, "got " + line + "\n"};
+                    },
+                    limits);
+  }
+  UniqueFd connect_client() {
+    UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0));
+    sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    std::strcpy(addr.sun_path, path_.c_str());
+    EXPECT_EQ(connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+        << strerror(errno);
+    return fd;
+  }
+  static void say(const UniqueFd& fd, const std::string& s) {
+    ASSERT_EQ(send(fd.get(), s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size()));
+  }
+  // Turns the loop until `fd` has its whole reply (end of file) or `limit` passes;
+  // fails if any one turn waited on a client (took over 50 ms).
+  std::string reply(const UniqueFd& fd, std::chrono::milliseconds limit = 2000ms) {
+    std::string out;
+    auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      auto t = Clock::now();
+      loop_.run_once(10ms);
+      EXPECT_LT(Clock::now() - t, 50ms) << "a turn of the loop waited";
+      char buf[4096];
+      for (;;) {
+        ssize_t n = recv(fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
+        if (n > 0) {
+          out.append(buf, static_cast<size_t>(n));
+          continue;
+        }
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return out;
+        break;
+      }
+    }
+    return out + "<no end of file>";
+  }
+  void turn_for(std::chrono::milliseconds d) {
+    auto end = Clock::now() + d;
+    while (Clock::now() < end) loop_.run_once(10ms);
+  }
+
+  std::string path_;
+  EventLoop loop_;
+  std::optional<ControlServer> server_;
+};
+
+TEST_F(Control, AnswersOneLine) {
+  start({});
+  UniqueFd c = connect_client();
+  say(c, "stat\n");
+  EXPECT_EQ(reply(c), "ok\ngot stat\n");
+  EXPECT_EQ(server_->clients(), 0u);
+}
+
+TEST_F(Control, HandlerErrorIsTheReply) {
+  start({});
+  UniqueFd c = connect_client();
+  say(c, "throw\n");
+  EXPECT_EQ(reply(c), "error\nit broke: fix it");
+}
+
+TEST_F(Control, SlowClientWaitsAloneThenTimesOut) {
+  ControlServer::Limits limits;
+  limits.request_time = 300ms;
+  start(limits);
+  UniqueFd slow = connect_client();
+  say(slow, "st");  // and nothing more for now
+  UniqueFd silent = connect_client();
+  turn_for(50ms);
+  UniqueFd quick = connect_client();
+  say(quick, "stat\n");
+  auto t = Clock::now();
+  EXPECT_EQ(reply(quick), "ok\ngot stat\n");
+  EXPECT_LT(Clock::now() - t, 100ms);
+  say(slow, "a");  // one byte more: still no line
+  std::string r = reply(slow);
+  EXPECT_EQ(r, "error\nno request line within 0.3 s: send one line, such as 'stat'\n");
+  EXPECT_EQ(reply(silent), r);
+  EXPECT_EQ(server_->clients(), 0u);
+}
+
+TEST_F(Control, ClientThatNeverReadsIsDroppedAfterItsDeadline) {
+  ControlServer::Limits limits;
+  limits.reply_time = 300ms;
+  start(limits);
+  UniqueFd lazy = connect_client();
+  say(lazy, "big\n");  // 8 MiB it never reads
+  turn_for(50ms);
+  EXPECT_EQ(server_->clients(), 1u) << "the reply did not fit: it waits for POLLOUT";
+  UniqueFd quick = connect_client();
+  say(quick, "stat\n");
+  EXPECT_EQ(reply(quick), "ok\ngot stat\n");
+  turn_for(400ms);
+  EXPECT_EQ(server_->clients(), 0u) << "dropped at its deadline";
+}
+
+TEST_F(Control, BigReplyArrivesWhole) {
+  start({});
+  UniqueFd c = connect_client();
+  say(c, "big\n");
+  std::string r = reply(c, 5000ms);
+  EXPECT_EQ(r.size(), 3u + (8u << 20));
+}
+
+TEST_F(Control, RefusesBeyondMaxClientsWithOneLine) {
+  ControlServer::Limits limits;
+  limits.max_clients = 4;
+  start(limits);
+  std::vector<UniqueFd> held;
+  for (int i = 0; i < 4; ++i) held.push_back(connect_client());
+  turn_for(30ms);
+  EXPECT_EQ(server_->clients(), 4u);
+  UniqueFd extra = connect_client();
+  EXPECT_EQ(reply(extra), "error\ntoo many control clients at once (4): try again in a moment\n");
+  held.clear();  // they hang up: their slots come back
+  turn_for(30ms);
+  EXPECT_EQ(server_->clients(), 0u);
+  UniqueFd next = connect_client();
+  say(next, "stat\n");
+  EXPECT_EQ(reply(next), "ok\ngot stat\n");
+}
+
+TEST_F(Control, RefusesOverlongLine) {
+  ControlServer::Limits limits;
+  limits.max_line = 16;
+  start(limits);
+  UniqueFd c = connect_client();
+  say(c, std::string(40, 'a'));
+  EXPECT_EQ(reply(c), "error\nrequest line longer than 16 bytes: send one short line, such as 'stat'\n");
+}
+
+TEST_F(Control, EndOfFileBeforeTheLine) {
+  start({});
+  UniqueFd c = connect_client();
+  say(c, "stat");
+  shutdown(c.get(), SHUT_WR);
+  EXPECT_EQ(reply(c), "error\nno request line received: the connection closed before a newline\n");
+}
+
+TEST_F(Control, RequestFromTheClientHelper) {
+  start({});
+  EXPECT_EQ(control_request(path_ + ".none", "stat"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace stackmapd
