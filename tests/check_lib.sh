@@ -10,7 +10,8 @@
 # belong to it). Anything else is refused as a failure: the old form
 # `check "…" [ a ] && [ b ]` asserted only [ a ] (the shell ran [ b ] after
 # check, and nobody looked at its result). Put values that must be taken
-# before the check (such as $?) in a variable first.
+# before the check (such as $?) in a variable first; so too a caller's $1, $2...:
+# inside CONDITION they are check's own.
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
