@@ -5,7 +5,7 @@
 # and prints the binary's size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build-arm64.sh
+scripts/build-arm64.sh -DSTACKMAPD_WERROR=ON
 
 bin=build-arm64/stackmapd
 stripped=build-arm64/stackmapd.stripped

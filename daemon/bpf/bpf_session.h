@@ -34,7 +34,7 @@
 #include "daemon/bpf/session_config.h"
 #include "daemon/bpf/sources.h"
 #include "daemon/bpf/table_view.h"
-#include "daemon/export/exports.h"
+#include "daemon/model/snapshot.h"
 #include "daemon/model/stack_store.h"
 #include "daemon/model/table_stats.h"
 #include "stackmapd/abi.h"

@@ -10,8 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "daemon/sys/error.h"
+#include "daemon/export/flamegraph.h"
 #include "daemon/export/fsmb.h"
 #include "daemon/symbols/kallsyms.h"
 
@@ -208,6 +210,28 @@ void write_file_atomic(const std::string& path, const std::string& content, mode
     unlink(tmp.c_str());
     throw Error("cannot replace " + path + ": " + std::strerror(err));
   }
+}
+
+void write_flame_outputs(const std::vector<SymbolizedStack>& stacks, const std::string& folded,
+                         const std::string& svg, const std::string& title, std::ostream& out) {
+  if (folded == "-")
+    out << format_folded(stacks);
+  else if (!folded.empty())
+    write_file_atomic(folded, format_folded(stacks), 0640);
+  if (!svg.empty()) {
+    FlameGraphOptions opt;
+    opt.title = title;
+    write_file_atomic(svg, render_flamegraph_svg(stacks, opt), 0640);
+  }
+}
+
+void check_writable_parent(const std::string& path, const char* option) {
+  if (path.empty() || path == "-") return;
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  if (access(parent.c_str(), W_OK) != 0)
+    throw Error(std::string(option) + " " + path + ": cannot write in " + parent.string() + ": " +
+                std::strerror(errno));
 }
 
 void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms* ksyms,

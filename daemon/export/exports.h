@@ -1,30 +1,28 @@
 // SPDX-License-Identifier: GPL-2.0
-// The exports of DESIGN.md: stack_map (text), stack_map_stat, stack_map_bin
-// (FSMB v2) and stack_map.json, and the --top view. Files are replaced
-// atomically: written to a temporary file in the same directory, then renamed.
+// The export stage, last in the data flow: a Snapshot (daemon/model/snapshot.h,
+// from the BPF session or the tracefs backend) and, when there are symbols,
+// a Kallsyms (daemon/symbols/) become the exports of DESIGN.md: stack_map
+// (text), stack_map_stat, stack_map_bin (FSMB v2, fsmb.h) and stack_map.json,
+// the --top view, and flame graphs (flamegraph.h). decode.h reads them back.
+// Files are replaced atomically: written to a temporary file in the same
+// directory, then renamed.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
-#include "daemon/symbols/kernel_info.h"
+#include "daemon/model/snapshot.h"
 #include "daemon/model/stack_record.h"
 #include "daemon/model/table_stats.h"
 
 namespace stackmapd {
 
 class Kallsyms;
-
-struct Snapshot {
-  uint32_t bits = 0;
-  uint32_t hash_seed = 0;
-  TableStats stats;
-  std::vector<StackRecord> stacks;  // by stack_id
-  KernelInfo kernel;                // for symbolizing elsewhere; empty: not written
-};
+struct SymbolizedStack;  // flamegraph.h
 
 // `ksyms` may be null: frames then print as raw addresses.
 std::string symbolize(uint64_t ip, const Kallsyms* ksyms);
@@ -42,6 +40,14 @@ void prepare_output_dir(const std::string& dir);
 constexpr gid_t kNoGroup = static_cast<gid_t>(-1);
 void write_file_atomic(const std::string& path, const std::string& content, mode_t mode,
                        gid_t group = kNoGroup);
+// --folded FILE ('-': `out`) and --svg FILE of `stacks`, each when not empty.
+// Written 0640 like the exports: unresolved frames are raw addresses.
+void write_flame_outputs(const std::vector<SymbolizedStack>& stacks, const std::string& folded,
+                         const std::string& svg, const std::string& title, std::ostream& out);
+// Before a session or a decode: `path` (given with `option`) can be created.
+// Nothing to check for "" or "-". Throws Error naming the option and the directory.
+void check_writable_parent(const std::string& path, const char* option);
+
 // All four exports, and stack_map.kernel when the snapshot has kernel info;
 // mode 0640: raw kernel addresses defeat KASLR.
 void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms* ksyms,

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-// The daemon's copy of the unique stacks and their event counts, indexed by
-// stack_id (the BPF table's slot index) so that counting an event is one array
-// access on the ring-buffer consumer's hot path.
+// The model stage, between the event sources (daemon/bpf/) and the exports
+// (daemon/export/): the daemon's copy of the unique stacks and their event
+// counts, filled by the ring-buffer consumer and read out as a Snapshot
+// (snapshot.h). Indexed by stack_id (the BPF table's slot index) so that
+// counting an event is one array access on the consumer's hot path.
 #pragma once
 
 #include <cstddef>

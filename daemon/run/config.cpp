@@ -8,18 +8,15 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "daemon/sys/error.h"
 #include "daemon/export/exports.h"
-#include "daemon/bpf/preflight.h"
+#include "daemon/sys/error.h"
 
 namespace stackmapd {
 
 namespace {
 
 void add_daemon_options(CLI::App& app, DaemonConfig& c) {
-  app.add_option("-e,--event", c.events, "Tracepoints CATEGORY:NAME (repeatable)")
-      ->capture_default_str();
-  app.add_option("--bits", c.bits, "Table size: 2^bits unique stacks, 10..20")->capture_default_str();
+  add_session_options(app, c, Command::daemon);
   app.add_option("--snapshot-interval", c.snapshot_interval, "Seconds between export refreshes")
       ->capture_default_str();
   app.add_option("--export-dir", c.export_dir, "Live exports, control socket and lock")
@@ -32,13 +29,6 @@ void add_daemon_options(CLI::App& app, DaemonConfig& c) {
   app.add_option("--keep-pins", c.keep_pins,
                  "Keep the pinned table on a clean stop, to continue it at the next start")
       ->capture_default_str();
-  app.add_option("--pinned", c.pinned,
-                 "Use the programs and maps another loader (Android's bpfloader) pinned in DIR from "
-                 "stackmapd.o, instead of loading our own; pin-dir then does not apply");
-  app.add_option("--ringbuf-kb", c.ringbuf_kb, "Ring buffer size in KiB, a power of two")
-      ->capture_default_str();
-  app.add_option("--verify", c.verify, "Check 1 in N events' frames against the table (0: off)")
-      ->capture_default_str();
   app.add_option("--history-max-kb", c.history_max_kb,
                  "Keep each timed snapshot's stack_map_bin in export-dir/history, oldest removed "
                  "beyond this many KiB (0: off)")
@@ -48,13 +38,8 @@ void add_daemon_options(CLI::App& app, DaemonConfig& c) {
 }  // namespace
 
 SessionConfig DaemonConfig::session() const {
-  SessionConfig s;
-  check_bits(bits);
-  s.bits = static_cast<uint32_t>(bits);
   if (events.empty()) throw Error("no events configured: set event = [\"kmem:kmem_cache_alloc\"]");
-  for (const auto& e : events) s.events.push_back(Tracepoint::parse(e));
-  s.ringbuf_bytes = ringbuf_bytes(ringbuf_kb);
-  s.verify_every = verify;
+  SessionConfig s = session_config();
   if (!(snapshot_interval >= 0.1 && snapshot_interval <= 86400))
     throw Error("snapshot-interval " + std::to_string(snapshot_interval) +
                 " is out of range: use 0.1 to 86400 seconds");
@@ -62,7 +47,6 @@ SessionConfig DaemonConfig::session() const {
     throw Error("export-dir '" + export_dir + "' must be an absolute path");
   // A loader's pins outlive the daemon already, and are the loader's to remove.
   s.pin_dir = pinned.empty() ? pin_dir : "";
-  s.pinned_dir = pinned;
   group_id();
   return s;
 }

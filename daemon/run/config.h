@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "daemon/bpf/bpf_session.h"
+#include "daemon/run/options.h"
 
 namespace CLI {
 class App;
@@ -21,17 +22,16 @@ inline constexpr const char* kDefaultRuntimeDir = "/run/stackmapd";
 inline constexpr const char* kDefaultPinDir = "/sys/fs/bpf/stackmapd";
 inline constexpr const char* kControlSocket = "control.sock";
 
-struct DaemonConfig {
-  std::vector<std::string> events = {"kmem:kmem_cache_alloc"};
-  long bits = SMT_DEFAULT_BITS;
+// The session's options (options.h: events, bits, ringbuf-kb, verify,
+// pinned) and the service's own.
+struct DaemonConfig : SessionOptions {
+  DaemonConfig() { events = {"kmem:kmem_cache_alloc"}; }
+
   double snapshot_interval = 10;          // seconds between export refreshes
   std::string export_dir = kDefaultRuntimeDir;  // also holds the control socket and lock
   std::string export_group;               // may read exports and use the socket; empty: root only
   std::string pin_dir = kDefaultPinDir;   // empty: do not pin (the table dies with the daemon)
   bool keep_pins = false;                 // keep the table across a clean stop and start
-  std::string pinned;                     // use a loader's pins here (Android), not our object
-  uint32_t ringbuf_kb = 8192;
-  uint32_t verify = 0;
   uint64_t history_max_kb = 0;            // keep past stack_map_bin in export-dir/history; 0 = off
   std::string config_path = kDefaultConfig;
 

@@ -94,7 +94,7 @@ void Service::load_symbols() {
     spdlog::warn("{}: exports keep raw frames", e.what());
     ksyms_.reset();
   }
-  kernel_ = KernelInfo::probe(symbols());
+  kernel_ = KernelInfo::probe_lowering_kptr_restrict(symbols());
 }
 
 void Service::export_now() {

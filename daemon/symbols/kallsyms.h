@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
-// Kernel text symbols from /proc/kallsyms (or a saved copy), to print stack frames the way the
-// kernel's %pS does. Loaded once into one arena and binary-searched, since a kernel has ~200k
-// symbols and every export symbolizes thousands of frames.
+// The symbols stage: turns the raw frames of a Snapshot into names for the exports
+// (daemon/export/). Kallsyms holds the kernel's text symbols, from /proc/kallsyms on this
+// machine, or offline (symbol_sources.h) from a saved kallsyms or a vmlinux moved by the KASLR slide
+// that kernel_info.h recorded. Frames print the way the kernel's %pS does. Loaded once into one
+// arena and binary-searched, since a kernel has ~200k symbols and every export symbolizes
+// thousands of frames.
 #pragma once
 
 #include <cstddef>

@@ -65,7 +65,7 @@ class ScopedKptrRestrict {
 
 }  // namespace
 
-KernelInfo KernelInfo::probe(const Kallsyms* ksyms) {
+KernelInfo KernelInfo::probe_lowering_kptr_restrict(const Kallsyms* ksyms) {
   KernelInfo info;
   struct utsname u;
   if (uname(&u) == 0) info.release = u.release;

@@ -19,9 +19,10 @@ struct KernelInfo {
   uint64_t text_address = 0;  // runtime _text; 0 when it could not be read
 
   // This machine, now. `ksyms` (may be null) supplies _text when it shows
-  // addresses; otherwise /proc/kallsyms is read with kptr_restrict lowered
-  // for that moment, where we may (as Perfetto's traced_probes does).
-  static KernelInfo probe(const Kallsyms* ksyms);
+  // addresses; otherwise this WRITES /proc/sys/kernel/kptr_restrict: lowered
+  // to 0 for the moment /proc/kallsyms is read, then restored, where we may
+  // (as Perfetto's traced_probes does). Hence the name.
+  static KernelInfo probe_lowering_kptr_restrict(const Kallsyms* ksyms);
 
   std::string to_text() const;  // "release R\nbuild_id B\ntext 0x...\n"
   static KernelInfo parse(const std::string& text, const std::string& source);  // throws Error

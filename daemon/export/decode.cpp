@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/export/decode.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+
+#include "daemon/export/exports.h"
+#include "daemon/export/flamegraph.h"
+#include "daemon/export/fsmb.h"
+#include "daemon/sys/error.h"
+
+namespace stackmapd {
+
+bool is_json_export(const std::string& path) {
+  std::ifstream in(path);
+  char c = 0;
+  while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {}
+  return in && (c == '{' || c == '[');
+}
+
+void decode(const DecodeOptions& o, std::ostream& out) {
+  check_writable_parent(o.folded, "--folded");
+  check_writable_parent(o.svg, "--svg");
+  const std::string title = std::filesystem::path(o.file).filename().string();
+  if (is_json_export(o.file)) {
+    if (o.folded.empty() && o.svg.empty())
+      throw Error(o.file + " is a JSON export: decode reads it for --folded and --svg only; "
+                  "for text, decode its stack_map_bin");
+    std::ifstream in(o.file);
+    std::stringstream text;
+    text << in.rdbuf();
+    write_flame_outputs(stacks_from_json(text.str(), o.file), o.folded, o.svg, title, out);
+    return;
+  }
+  FsmbFile file = fsmb_read_file(o.file);
+  std::optional<Kallsyms> ksyms = load_offline_symbols(o.symbols, o.file);
+  const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
+  spdlog::info("{}: {}, {} stacks", o.file, fsmb_revision_name(file.revision), file.stacks.size());
+  std::vector<StackRecord> stacks = std::move(file.stacks);
+  if (o.top) {
+    std::stable_sort(stacks.begin(), stacks.end(), [](const StackRecord& a, const StackRecord& b) {
+      return a.ref_count > b.ref_count;
+    });
+    if (stacks.size() > *o.top) stacks.resize(*o.top);
+  }
+  if (!o.folded.empty() || !o.svg.empty()) {
+    write_flame_outputs(symbolize_stacks(stacks, ks), o.folded, o.svg, title, out);
+    if (o.folded == "-") return;
+  }
+  out << (o.json ? format_stacks_json(stacks, ks) : format_stack_map(stacks, ks));
+}
+
+}  // namespace stackmapd

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: GPL-2.0
+// The exports read back (`stackmapd decode`): an FSMB file (stack_map_bin,
+// ours or the kernel's) printed as stack_map text or JSON, or as flame graphs;
+// a stack_map.json export (symbols already resolved) as flame graphs. Raw
+// frames are symbolized offline (daemon/symbols/symbol_sources.h).
+#pragma once
+
+#include <cstddef>
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+#include "daemon/symbols/symbol_sources.h"
+
+namespace stackmapd {
+
+struct DecodeOptions {
+  std::string file;            // stack_map_bin, or stack_map.json for --folded/--svg
+  bool json = false;           // --json: format_stacks_json instead of the stack_map text
+  std::string folded;          // --folded FILE, "-": to `out` instead of the text
+  std::string svg;             // --svg FILE
+  std::optional<size_t> top;   // only the N stacks with the highest ref_count
+  OfflineSymbols symbols;      // --kallsyms, --vmlinux, --kernel-info
+};
+
+// Writes what `options` asks for to `out` and to its --folded/--svg files.
+// Throws Error with one line: unreadable or corrupt files, bad combinations.
+void decode(const DecodeOptions& options, std::ostream& out);
+
+// A stack_map.json export (the first non-blank byte opens JSON) rather than FSMB.
+bool is_json_export(const std::string& path);
+
+}  // namespace stackmapd

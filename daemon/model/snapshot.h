@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: GPL-2.0
+// The state of a table at one moment, as a backend (BPF session or tracefs)
+// hands it to the exports: its geometry, counters and stacks, and what is
+// needed to symbolize them off the machine.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "daemon/model/stack_record.h"
+#include "daemon/model/table_stats.h"
+#include "daemon/symbols/kernel_info.h"
+
+namespace stackmapd {
+
+struct Snapshot {
+  uint32_t bits = 0;
+  uint32_t hash_seed = 0;
+  TableStats stats;
+  std::vector<StackRecord> stacks;  // by stack_id
+  KernelInfo kernel;                // for symbolizing elsewhere; empty: not written
+};
+
+}  // namespace stackmapd

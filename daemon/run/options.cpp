@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/run/options.h"
+
+#include <bpf/libbpf.h>
+
+#include <CLI/CLI.hpp>
+
+#include "daemon/bpf/preflight.h"
+#include "daemon/sys/error.h"
+
+namespace stackmapd {
+
+void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
+  const bool fg = command == Command::foreground;
+  // The daemon's help shows every default, as its config file sample does.
+  auto shown = [&](CLI::Option* opt, bool always = false) {
+    if (always || !fg) opt->capture_default_str();
+    return opt;
+  };
+  shown(app.add_option("-e,--event", o.events,
+                       fg ? "Tracepoint CATEGORY:NAME to record stacks on (repeatable; default "
+                            "kmem:kmem_cache_alloc)"
+                          : "Tracepoints CATEGORY:NAME (repeatable)"));
+  if (fg) {
+    app.add_option("-f,--function", o.functions,
+                   "Kernel function to record stacks on through fentry (repeatable, globs like 'vfs_*')");
+    app.add_option("--profile", o.profile_hz,
+                   "Sample kernel stacks on every online CPU at HZ (like perf record -g -F HZ)")
+        ->check(CLI::Range(1u, 100000u));
+    app.add_option("--pid", o.pid, "Only events of this process (all its threads)")
+        ->check(CLI::Range(1u, 4194304u));
+    app.add_option("--cpu", o.cpu, "Only events on this CPU");
+  }
+  shown(app.add_option("--bits", o.bits, "Table size: 2^bits unique stacks, 10..20"), true);
+  shown(app.add_option("--ringbuf-kb", o.ringbuf_kb,
+                       fg ? "Ring buffer size in KiB, a power of two (16 B per event until drained)"
+                          : "Ring buffer size in KiB, a power of two"),
+        true);
+  shown(app.add_option("--verify", o.verify,
+                       fg ? "Also send the captured frames of 1 in N events and check them against "
+                            "the stored stack (verify_ok/verify_mismatch in stack_map_stat)"
+                          : "Check 1 in N events' frames against the table (0: off)"));
+  app.add_option("--pinned", o.pinned,
+                 fg ? "Use the programs and maps another loader (Android's bpfloader) pinned in DIR "
+                      "from stackmapd.o (share/stackmapd/bpfloader/) instead of loading our own"
+                    : "Use the programs and maps another loader (Android's bpfloader) pinned in DIR "
+                      "from stackmapd.o, instead of loading our own; pin-dir then does not apply");
+}
+
+SessionConfig SessionOptions::session_config() const {
+  SessionConfig s;
+  check_bits(bits);
+  s.bits = static_cast<uint32_t>(bits);
+  for (const auto& e : events) s.events.push_back(Tracepoint::parse(e));
+  s.profile_hz = profile_hz;
+  s.filter_pid = pid;
+  if (cpu) {
+    const int cpus = libbpf_num_possible_cpus();
+    if (*cpu >= static_cast<uint32_t>(cpus))
+      throw Error("--cpu " + std::to_string(*cpu) + " does not exist: this machine has CPUs 0.." +
+                  std::to_string(cpus - 1));
+    s.filter_cpu = *cpu;
+  }
+  s.ringbuf_bytes = ringbuf_bytes(ringbuf_kb);
+  s.verify_every = verify;
+  s.pinned_dir = pinned;
+  return s;
+}
+
+}  // namespace stackmapd

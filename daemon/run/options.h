@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: GPL-2.0
+// The options of a tracing session, declared once for both commands that
+// start one: the foreground `stackmapd` and `stackmapd daemon`, whose options
+// are also the keys of its config file (CLI11's format, `bits = 14`). Same
+// names, defaults and checks for both; each command adds its own beside them
+// (cmd/main.cpp, daemon/run/config.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/bpf/bpf_session.h"
+
+namespace CLI {
+class App;
+}
+
+namespace stackmapd {
+
+struct SessionOptions {
+  std::vector<std::string> events;     // CATEGORY:NAME
+  std::vector<std::string> functions;  // fentry globs, resolved later: foreground only
+  uint32_t profile_hz = 0;             // foreground only
+  uint32_t pid = 0;                    // foreground only
+  std::optional<uint32_t> cpu;         // foreground only
+  long bits = SMT_DEFAULT_BITS;
+  uint32_t ringbuf_kb = 8192;
+  uint32_t verify = 0;
+  std::string pinned;  // a loader's pins (Android's bpfloader)
+
+  // Every check of these values, for both commands; `functions` stay
+  // patterns. Throws Error with one line naming the bad value and the fix.
+  SessionConfig session_config() const;
+};
+
+enum class Command { foreground, daemon };
+
+// Adds -e, --bits, --ringbuf-kb, --verify, --pinned, and for the foreground
+// -f, --profile, --pid, --cpu, bound to `options`; their defaults are what
+// `options` holds now.
+void add_session_options(CLI::App& app, SessionOptions& options, Command command);
+
+}  // namespace stackmapd

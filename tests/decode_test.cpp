@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0
+// `stackmapd decode` as the library runs it: an FSMB file or a stack_map.json
+// export to text, JSON or flame graphs, symbolized offline from a saved
+// kallsyms moved by the KASLR slide that stack_map.kernel recorded.
+#include "daemon/export/decode.h"
+
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "daemon/export/exports.h"
+#include "daemon/export/fsmb.h"
+#include "daemon/sys/error.h"
+
+namespace stackmapd {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kKallsyms = STACKMAPD_FIXTURES_DIR "/kallsyms.txt";
+constexpr uint64_t kText = 0xffffffff81000000;  // _text in the fixture
+constexpr uint64_t kSlide = 0x2a00000;          // this "device boot"'s KASLR slide
+
+class Decode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/decode_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    spdlog::set_level(spdlog::level::off);  // the slide's log lines are not under test
+  }
+  void TearDown() override {
+    fs::remove_all(dir_);
+    spdlog::set_level(spdlog::level::info);
+  }
+
+  // schedule+0x48 and kmem_cache_alloc_noprof+0x230 as recorded on a boot
+  // whose kernel sat `slide` above the fixture's addresses.
+  std::string write_bin(uint64_t slide = 0) {
+    std::vector<StackRecord> stacks = {
+        {5, 3, {0xffffffff821f94e8 + slide}},
+        {9, 40, {0xffffffff8135cb00 + slide, 0xffffffff821f94e8 + slide}},
+    };
+    write(dir_ + "/stack_map_bin", fsmb_encode(stacks));
+    return dir_ + "/stack_map_bin";
+  }
+  void write(const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary) << text;
+  }
+  std::string decode_to_string(const DecodeOptions& o) {
+    std::ostringstream out;
+    decode(o, out);
+    return out.str();
+  }
+  std::string error_of(const DecodeOptions& o) {
+    try {
+      decode_to_string(o);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  std::string dir_;
+};
+
+TEST_F(Decode, PrintsRawFramesWithoutSymbols) {
+  DecodeOptions o;
+  o.file = write_bin();
+  EXPECT_EQ(decode_to_string(o),
+            "stack_id 5 [ref 3, depth 1]\n  [0] 0xffffffff821f94e8\n\n"
+            "stack_id 9 [ref 40, depth 2]\n  [0] 0xffffffff8135cb00\n  [1] 0xffffffff821f94e8\n\n");
+}
+
+TEST_F(Decode, TopKeepsTheMostFrequentAsJson) {
+  DecodeOptions o;
+  o.file = write_bin();
+  o.top = 1;
+  o.json = true;
+  o.symbols.kallsyms = kKallsyms;
+  const std::string out = decode_to_string(o);
+  EXPECT_NE(out.find("\"stack_id\": 9"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"stack_id\": 5"), std::string::npos) << out;
+  EXPECT_NE(out.find("kmem_cache_alloc_noprof+0x230/0x2f0"), std::string::npos) << out;
+}
+
+TEST_F(Decode, KallsymsOfTheSameBootNeedsNoKernelInfo) {
+  DecodeOptions o;
+  o.file = write_bin();
+  o.symbols.kallsyms = kKallsyms;
+  EXPECT_EQ(decode_to_string(o).rfind("stack_id 5 [ref 3, depth 1]\n  [0] schedule+0x48/0xc0\n", 0), 0u);
+}
+
+TEST_F(Decode, StackMapKernelBesideTheFileGivesTheSlide) {
+  DecodeOptions o;
+  o.file = write_bin(kSlide);
+  o.symbols.kallsyms = kKallsyms;
+  write(dir_ + "/stack_map.kernel", "release r\nbuild_id -\ntext 0x" +
+                                        (std::ostringstream() << std::hex << kText + kSlide).str() + "\n");
+  o.folded = "-";
+  // Root first (schedule called kmem_cache_alloc_noprof), function names only.
+  EXPECT_EQ(decode_to_string(o), "schedule 3\nschedule;kmem_cache_alloc_noprof 40\n");
+}
+
+TEST_F(Decode, KernelInfoOptionWinsOverTheOneBeside) {
+  DecodeOptions o;
+  o.file = write_bin(kSlide);
+  o.symbols.kallsyms = kKallsyms;
+  write(dir_ + "/stack_map.kernel", "text 0x0\n");  // would mean: not recorded, no slide
+  o.symbols.kernel_info = dir_ + "/other.kernel";
+  write(o.symbols.kernel_info, "text 0xffffffff83a00000\n");
+  EXPECT_NE(decode_to_string(o).find("[0] schedule+0x48/0xc0\n"), std::string::npos);
+}
+
+TEST_F(Decode, UnrecordedTextMeansNoSlide) {
+  DecodeOptions o;
+  o.file = write_bin();
+  o.symbols.kallsyms = kKallsyms;
+  write(dir_ + "/stack_map.kernel", "release r\nbuild_id -\ntext 0x0\n");
+  EXPECT_NE(decode_to_string(o).find("[0] schedule+0x48/0xc0\n"), std::string::npos);
+}
+
+TEST_F(Decode, SlideDropsModuleSymbols) {
+  Kallsyms k = Kallsyms::load(kKallsyms);
+  KernelInfo info;
+  info.text_address = kText + kSlide;
+  Kallsyms slid = apply_kaslr_slide(std::move(k), info, "info", "table");
+  EXPECT_EQ(slid.format(0xffffffff821f94e8 + kSlide), "schedule+0x48/0xc0");
+  EXPECT_EQ(slid.format(0xffffffffc0a0215c), "0xffffffffc0a0215c");  // ext4 moved on its own
+}
+
+TEST_F(Decode, JsonExportGivesFoldedOnly) {
+  DecodeOptions o;
+  o.file = dir_ + "/stack_map.json";
+  write(o.file, R"({"stacks": [{"ref_count": 7, "symbols": ["leaf+0x1/0x2", "root+0x3/0x4"]}]})");
+  EXPECT_EQ(error_of(o), o.file + " is a JSON export: decode reads it for --folded and --svg only; "
+                                  "for text, decode its stack_map_bin");
+  o.folded = dir_ + "/out.folded";
+  o.svg = dir_ + "/out.svg";
+  EXPECT_EQ(decode_to_string(o), "");
+  std::ifstream folded(o.folded);
+  std::string line;
+  std::getline(folded, line);
+  EXPECT_EQ(line, "root;leaf 7");
+  EXPECT_GT(fs::file_size(o.svg), 100u);
+  EXPECT_EQ(fs::status(o.svg).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+}
+
+TEST_F(Decode, BadCombinationsAreOneLineErrors) {
+  DecodeOptions o;
+  o.file = write_bin();
+  o.symbols.kernel_info = dir_ + "/k";
+  EXPECT_EQ(error_of(o), "--kernel-info needs --kallsyms or --vmlinux to symbolize with");
+  o.symbols.kallsyms = kKallsyms;
+  o.symbols.vmlinux = kKallsyms;
+  EXPECT_EQ(error_of(o), "give --kallsyms or --vmlinux, not both");
+  o.symbols.vmlinux.clear();
+  EXPECT_EQ(error_of(o).rfind("cannot read " + dir_ + "/k: ", 0), 0u) << error_of(o);
+  o.symbols = {};
+  o.svg = "/proc/nope/f.svg";
+  EXPECT_EQ(error_of(o).rfind("--svg /proc/nope/f.svg: cannot write in /proc/nope", 0), 0u);
+}
+
+TEST_F(Decode, CorruptFileNamesItself) {
+  DecodeOptions o;
+  o.file = dir_ + "/short.bin";
+  write(o.file, "FSMB");
+  EXPECT_NE(error_of(o).find(o.file), std::string::npos) << error_of(o);
+}
+
+}  // namespace
+}  // namespace stackmapd
