@@ -48,7 +48,7 @@ check_lint() {
     fail "$(basename "$1"):$n: && or || after a check asserts nothing: put it inside the condition"
   done
 }
-[ -f "$0" ] && check_lint "$0"  # the sourcing script
+if [ -f "$0" ]; then check_lint "$0"; fi  # the sourcing script
 
 expect_error() {  # expect_error PROBLEM_TEXT COMMAND ARGS...
   # PROBLEM_TEXT must be words of the message itself: not found in the command
