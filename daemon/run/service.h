@@ -1,10 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * stackmapd as a long-running service (systemd Type=notify). One thread, one
- * poll() loop over: the ring buffer's wakeup fd (and a 100 ms timer, since the
- * BPF side rarely wakes anyone), the control socket, and a signalfd
- * (SIGTERM/SIGINT stop, SIGHUP reloads, SIGUSR1 resets). On timers it
- * refreshes the exports under the runtime directory and pings the watchdog.
+ * The run stage: what drives a session. The foreground command runs one
+ * session until its duration or Ctrl-C (daemon/run/tracer.h over BPF,
+ * daemon/tracefs/ over tracefs, both on daemon/run/foreground.h); the service
+ * below runs one until SIGTERM. Both turn on the one event loop
+ * (daemon/run/event_loop.h), signals read from a signalfd (daemon/sys/signals.h).
+ *
+ * The service (systemd Type=notify), one thread: the loop watches the ring
+ * buffer's wakeup fd (and drains every 100 ms, since the BPF side rarely wakes
+ * anyone), the control socket and each of its clients, non-blocking with
+ * deadlines (daemon/run/control.h), and SIGTERM/SIGINT (stop), SIGHUP
+ * (reload), SIGUSR1 (reset). Its timers refresh the exports under the runtime
+ * directory and ping the watchdog. A reset, reload or export that fails is
+ * logged in one line and the daemon goes on as it was.
  */
 #pragma once
 
