@@ -100,12 +100,15 @@ def perf_attachments():
 
 def wait_attached(proc, n_events, timeout=30.0):
     """Waits until `proc` has n_events tracepoint attachments; returns its prog ids."""
-    end = time.time() + timeout
+    t0 = time.time()
+    end = t0 + timeout
     while time.time() < end:
         if proc.poll() is not None:
             raise RuntimeError(f"{proc.args[0]} exited early with {proc.returncode}")
         mine = [a for a in perf_attachments() if a[0] == proc.pid]
         if len(mine) >= n_events:
+            if time.time() - t0 > 5:
+                log(f"note: {' '.join(proc.args[:4])} took {time.time() - t0:.0f} s to attach")
             return sorted({a[1] for a in mine})
         time.sleep(0.05)
     raise RuntimeError(f"{proc.args[0]} did not attach within {timeout} s")
@@ -183,14 +186,21 @@ def pinned(cmd):
     return ["taskset", "-c", str(TRACER_CPU[0])] + cmd
 
 
-def stop_proc(proc, sig=signal.SIGINT, timeout=60):
+STOP_TIMEOUT = [60]  # seconds a tracer may take to exit after its signal (smoke: 10)
+
+
+def stop_proc(proc, sig=signal.SIGINT, timeout=None):
     if proc.poll() is None:
+        t0 = time.time()
         proc.send_signal(sig)
         try:
-            proc.wait(timeout)
+            proc.wait(timeout or STOP_TIMEOUT[0])
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+            log(f"warning: {proc.args} did not exit within {timeout or STOP_TIMEOUT[0]} s: killed")
+        if time.time() - t0 > 5:
+            log(f"note: {proc.args[-1] if proc.args else '?'} took {time.time() - t0:.0f} s to exit")
 
 
 class Stackmapd(Tracer):
@@ -937,6 +947,7 @@ def main():
         a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 0.3, 1, 1, 2
         a.px_rounds, a.fill_seconds, a.low_rate_seconds = 1, 0.5, 0.5
         a.ns_orders, a.rss_sizes, cmp_rounds = 1, ((1024, 10), (16384, 14)), 1
+        STOP_TIMEOUT[0] = 10
     elif a.quick:
         a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 1.0, 1, 3, 5
         a.px_rounds, a.fill_seconds, a.low_rate_seconds, cmp_rounds = 2, 2.0, 3.0, 4
