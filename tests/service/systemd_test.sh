@@ -99,6 +99,9 @@ wait_journal() {  # wait_journal PATTERN COUNT: journald writes asynchronously
 }
 load() { inside sh -c 'for i in $(seq 3000); do cat /proc/self/stat > /dev/null; done'; }
 stat_of() { inside cat /run/stackmapd/stack_map_stat | awk -v k="$1:" '$1 == k {print $2}'; }
+signal_main() {  # signal_main SIG PID: PID 0 (no daemon) would signal this test's own process group
+  if [ "${2:-0}" -gt 0 ]; then inside sh -c "kill -$1 $2"; else fail "no daemon to send SIG$1 to"; fi
+}
 
 # --- start ---------------------------------------------------------------------
 inside systemctl start stackmapd
@@ -150,7 +153,7 @@ load
 inside stackmapd ctl snapshot > /dev/null
 inside cat /run/stackmapd/stack_map_bin > "$lab/before.bin"
 pid=$(main_pid)
-inside sh -c "kill -9 $pid"
+signal_main 9 "$pid"
 wait_active_pid "$pid"
 check "kill -9: systemd restarted the daemon (restarts $(restarts))" '[ "$(restarts)" -ge 1 ]'
 inside stackmapd ctl snapshot > /dev/null
@@ -199,7 +202,7 @@ check "and the daemon keeps running" \
    [ "$(main_pid)" = "$pid" ]'
 check "saying what is wrong" 'inside journalctl -u stackmapd -o cat | grep -q "bits 99 is out of range"'
 refusals=$(journal_count "reload failed, keeping the running configuration")
-inside sh -c "kill -HUP $pid"
+signal_main HUP "$pid"
 check "SIGHUP with a bad config is refused the same way" \
   'wait_journal "reload failed, keeping the running configuration" $((refusals + 1))'
 inside sed -i 's/^bits = .*/bits = 14/' /etc/stackmapd/stackmapd.conf
@@ -211,7 +214,7 @@ check "a second daemon refuses ($second)" 'grep -q "another stackmapd (pid $(mai
 # --- the watchdog ---------------------------------------------------------------------
 pid=$(main_pid)
 before=$(restarts)
-inside sh -c "kill -STOP $pid"
+signal_main STOP "$pid"
 wait_active_pid "$pid"
 sleep 0.5
 check "the watchdog killed the stopped daemon and systemd restarted it" '[ "$(restarts)" -gt "$before" ]'
