@@ -25,9 +25,10 @@ uint64_t load_pos(const Mapping& page) {
 RingConsumer::RingConsumer(int ring_fd, const TableView& table, StackStore& store)
     : table_(table),
       store_(store),
-      consumer_page_(ring_fd, page_size(), PROT_READ, 0, "the ring buffer's consumer page"),
+      consumer_page_(ring_fd, page_size(), PROT_READ, 0,
+                     "the BPF ring buffer's consumer page (the kernel must be 5.8+)"),
       producer_page_(ring_fd, page_size(), PROT_READ, page_size(),
-                     "the ring buffer's producer page"),
+                     "the BPF ring buffer's producer page (the kernel must be 5.8+)"),
       ring_(ring_buffer__new(ring_fd, on_record, this, nullptr)) {
   if (!ring_)
     throw Error("cannot set up the ring-buffer consumer: " + std::string(std::strerror(errno)));

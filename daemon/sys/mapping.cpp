@@ -11,8 +11,7 @@ namespace stackmapd {
 Mapping::Mapping(int fd, size_t len, int prot, off_t offset, const std::string& what) {
   void* p = mmap(nullptr, len, prot, MAP_SHARED, fd, offset);
   if (p == MAP_FAILED)
-    throw Error("cannot mmap " + what + ": " + std::strerror(errno) +
-                ": the kernel must support mmapable BPF arrays and ring buffers (5.8+)");
+    throw Error("cannot mmap " + what + ": " + std::strerror(errno));
   addr_ = p;
   len_ = len;
 }

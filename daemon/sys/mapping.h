@@ -15,7 +15,7 @@ class Mapping {
  public:
   Mapping() = default;
   // mmap(MAP_SHARED) of `len` bytes of `fd` at `offset`; throws Error naming
-  // `what` and the errno.
+  // `what` (say what the kernel must support there) and the errno.
   Mapping(int fd, size_t len, int prot, off_t offset, const std::string& what);
   ~Mapping() { reset(); }
   Mapping(Mapping&& o) noexcept
