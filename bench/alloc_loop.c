@@ -45,7 +45,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--file") && i + 1 < argc)
 			path = argv[++i];
 		else {
-			fprintf(stderr, "usage: alloc_loop [--cpu N] [--duration S] [--rate OPS] [--file PATH]\n");
+			fprintf(stderr,
+				"usage: alloc_loop [--cpu N] [--duration S] [--rate OPS] [--file PATH]\n");
 			return 2;
 		}
 	}
@@ -55,7 +56,8 @@ int main(int argc, char **argv)
 		CPU_ZERO(&set);
 		CPU_SET(cpu, &set);
 		if (sched_setaffinity(0, sizeof(set), &set)) {
-			fprintf(stderr, "alloc_loop: cannot pin to CPU %d: %s\n", cpu, strerror(errno));
+			fprintf(stderr, "alloc_loop: cannot pin to CPU %d: %s\n", cpu,
+				strerror(errno));
 			return 1;
 		}
 	}
@@ -70,11 +72,13 @@ int main(int argc, char **argv)
 			int fd = open(path, O_RDONLY);
 
 			if (fd < 0) {
-				fprintf(stderr, "alloc_loop: cannot open %s: %s\n", path, strerror(errno));
+				fprintf(stderr, "alloc_loop: cannot open %s: %s\n", path,
+					strerror(errno));
 				return 1;
 			}
 			if (read(fd, buf, sizeof(buf)) < 0) {
-				fprintf(stderr, "alloc_loop: cannot read %s: %s\n", path, strerror(errno));
+				fprintf(stderr, "alloc_loop: cannot read %s: %s\n", path,
+					strerror(errno));
 				return 1;
 			}
 			close(fd);

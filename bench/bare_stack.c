@@ -51,8 +51,10 @@ int main(int argc, char **argv)
 		char cat[128], name[128];
 		const char *colon = strchr(argv[i], ':');
 
-		if (!colon || colon - argv[i] >= (long)sizeof(cat) || strlen(colon + 1) >= sizeof(name)) {
-			fprintf(stderr, "bare_stack: bad tracepoint '%s': use CATEGORY:NAME\n", argv[i]);
+		if (!colon || colon - argv[i] >= (long)sizeof(cat) ||
+		    strlen(colon + 1) >= sizeof(name)) {
+			fprintf(stderr, "bare_stack: bad tracepoint '%s': use CATEGORY:NAME\n",
+				argv[i]);
 			return 2;
 		}
 		memcpy(cat, argv[i], colon - argv[i]);
@@ -60,7 +62,8 @@ int main(int argc, char **argv)
 		strcpy(name, colon + 1);
 		links[nlinks] = bpf_program__attach_tracepoint(prog, cat, name);
 		if (!links[nlinks]) {
-			fprintf(stderr, "bare_stack: cannot attach to %s: %s\n", argv[i], strerror(errno));
+			fprintf(stderr, "bare_stack: cannot attach to %s: %s\n", argv[i],
+				strerror(errno));
 			return 1;
 		}
 		nlinks++;
@@ -75,11 +78,11 @@ int main(int argc, char **argv)
 	printf("ready %u\n", info.id);
 	fflush(stdout);
 	while (!stop) {
-		struct pollfd p = {.fd = 0, .events = POLLIN};
+		struct pollfd p = { .fd = 0, .events = POLLIN };
 		char c[64];
 
 		if (poll(&p, 1, 200) > 0 && read(0, c, sizeof(c)) <= 0)
-			break;	/* stdin closed: the driver went away */
+			break; /* stdin closed: the driver went away */
 	}
 	for (int i = 0; i < nlinks; i++)
 		bpf_link__destroy(links[i]);

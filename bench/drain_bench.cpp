@@ -67,7 +67,8 @@ void pin(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  if (sched_setaffinity(0, sizeof(set), &set)) throw Error("cannot pin to CPU " + std::to_string(cpu));
+  if (sched_setaffinity(0, sizeof(set), &set))
+    throw Error("cannot pin to CPU " + std::to_string(cpu));
 }
 
 // VmRSS, RssAnon, RssFile, RssShmem in kB.
@@ -156,8 +157,10 @@ DaemonMaps find_daemon_maps(int ring_fd) {
         }
         btf__free(b);
         if (!found)
-          throw Error("no `globals` (struct smt_globals) or `shared` variable in the daemon's .bss (it has: " +
-                      vars + ")");
+          throw Error(
+              "no `globals` (struct smt_globals) or `shared` variable in the daemon's .bss (it "
+              "has: " +
+              vars + ")");
       } else {
         close(mfd);
       }
@@ -268,14 +271,14 @@ int cmd_drain(int cpu, int rounds, const std::string& file) {
   std::printf(
       "{\"unique_stacks_in_table\": %zu, \"replay_ids\": %zu, \"ids_per_round\": %u, "
       "\"submitted\": %llu, \"failed\": %llu, \"drained\": %llu, \"counted_by_store\": %llu, "
-      "\"bad_records\": %llu, \"stale_records\": %llu, \"drain_ids_per_cpu_s\": %s, \"drain_ids_per_wall_s\": %s, "
+      "\"bad_records\": %llu, \"stale_records\": %llu, \"drain_ids_per_cpu_s\": %s, "
+      "\"drain_ids_per_wall_s\": %s, "
       "\"cpu_s_per_million\": %s, \"ring_bytes_per_record\": %s, \"producer_ns_per_record\": %s}\n",
       stacks.size(), seq.size(), per_round, (unsigned long long)submitted_total,
       (unsigned long long)p->bss->failed, (unsigned long long)drained_total,
       (unsigned long long)counted, (unsigned long long)st.bad_records,
-      (unsigned long long)st.stale_records, json_list(rate).c_str(),
-      json_list(wall_rate).c_str(), json_list(cpu_per_m).c_str(), json_list(bytes_per_rec).c_str(),
-      json_list(prod_ns).c_str());
+      (unsigned long long)st.stale_records, json_list(rate).c_str(), json_list(wall_rate).c_str(),
+      json_list(cpu_per_m).c_str(), json_list(bytes_per_rec).c_str(), json_list(prod_ns).c_str());
   synth_producer__destroy(p);
   return 0;
 }
@@ -306,7 +309,8 @@ int cmd_rss(int cpu, uint32_t stacks, uint32_t bits, uint32_t depth) {
   auto rss2 = rss_kb();
   auto st = s.stats();
   std::ostringstream statuses;
-  for (auto& [k, v] : status) statuses << (statuses.tellp() ? ", " : "") << "\"" << k << "\": " << v;
+  for (auto& [k, v] : status)
+    statuses << (statuses.tellp() ? ", " : "") << "\"" << k << "\": " << v;
   std::printf(
       "{\"stacks_requested\": %u, \"bits\": %u, \"depth\": %u, \"store_stacks\": %zu, "
       "\"table_entries\": %u, \"bad_records\": %llu, \"insert_results\": {%s}, "

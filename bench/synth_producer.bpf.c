@@ -20,7 +20,7 @@ struct smt_table;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4096);		/* replaced by the daemon's `ids` */
+	__uint(max_entries, 4096); /* replaced by the daemon's `ids` */
 } ids SEC(".maps");
 
 struct {
@@ -28,7 +28,7 @@ struct {
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct smt_slot);
-	__uint(max_entries, 1);			/* replaced by the daemon's `slots` */
+	__uint(max_entries, 1); /* replaced by the daemon's `slots` */
 } slots SEC(".maps");
 
 struct {
@@ -36,7 +36,7 @@ struct {
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct smt_elt);
-	__uint(max_entries, 1);			/* replaced by the daemon's `pool` */
+	__uint(max_entries, 1); /* replaced by the daemon's `pool` */
 } pool SEC(".maps");
 
 /* Replaced by the daemon's .bss map; `shared` sits at shared_off in it. */
@@ -59,8 +59,8 @@ struct {
 } synth_scratch SEC(".maps");
 
 const volatile __u32 table_bits = SMT_DEFAULT_BITS;
-const volatile __u32 shared_off;	/* offset of `shared` in the daemon's .bss */
-const volatile __u32 synth_depth = 8;	/* frames per synthetic stack */
+const volatile __u32 shared_off;      /* offset of `shared` in the daemon's .bss */
+const volatile __u32 synth_depth = 8; /* frames per synthetic stack */
 
 #define REPLAY_MAX 4096
 __u32 replay_ids[REPLAY_MAX];
@@ -70,8 +70,8 @@ __u64 submitted;
 __u64 failed;
 __u64 prod_pos_before;
 __u64 prod_pos_after;
-__u32 synth_next;	/* index of the next synthetic stack */
-__u32 synth_status;	/* enum smt_status of the last insert */
+__u32 synth_next;   /* index of the next synthetic stack */
+__u32 synth_status; /* enum smt_status of the last insert */
 __u32 synth_id;
 
 static __always_inline struct smt_slot *smt_slot_at(struct smt_table *t, __u32 idx)

@@ -44,7 +44,7 @@
 #define SMT_SIZED(at_load, fixed) (at_load)
 #endif
 
-struct smt_table;	/* the BPF side reaches its table through global maps */
+struct smt_table; /* the BPF side reaches its table through global maps */
 
 /* The daemon mmaps both arrays to read each new stack once, without syscalls. */
 struct {
@@ -52,7 +52,7 @@ struct {
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct smt_slot);
-	__uint(max_entries, SMT_SIZED(1, 2U << SMT_BPFLOADER_BITS));	/* 2^(bits+1) */
+	__uint(max_entries, SMT_SIZED(1, 2U << SMT_BPFLOADER_BITS)); /* 2^(bits+1) */
 } slots SEC(".maps");
 
 struct {
@@ -60,7 +60,7 @@ struct {
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct smt_elt);
-	__uint(max_entries, SMT_SIZED(1, 1U << SMT_BPFLOADER_BITS));	/* 2^bits */
+	__uint(max_entries, SMT_SIZED(1, 1U << SMT_BPFLOADER_BITS)); /* 2^bits */
 } pool SEC(".maps");
 
 struct {
@@ -200,7 +200,7 @@ static __always_inline enum smt_counter drop_counter(enum smt_status s)
 		return SMC_DROP_POOL_FULL;
 	case SMT_BUSY:
 		return SMC_DROP_BUSY;
-	default:	/* SMT_PROBE_LIMIT, and a map error that sane sizes exclude */
+	default: /* SMT_PROBE_LIMIT, and a map error that sane sizes exclude */
 		return SMC_DROP_PROBE_LIMIT;
 	}
 }
@@ -208,8 +208,8 @@ static __always_inline enum smt_counter drop_counter(enum smt_status s)
 /* Sends the captured frames with the id, 1 in verify_every events. Returns
  * 0 when the plain record is to be sent instead. */
 static __always_inline int submit_verify(const volatile struct smt_config *cfg,
-					 struct stack_buf *buf, struct smt_probe *p,
-					 __u32 epoch, __u64 flags)
+					 struct stack_buf *buf, struct smt_probe *p, __u32 epoch,
+					 __u64 flags)
 {
 	struct smt_verify_record *v;
 	__u32 every = cfg->verify_every;
@@ -229,8 +229,8 @@ static __always_inline int submit_verify(const volatile struct smt_config *cfg,
 	return 1;
 }
 
-static __always_inline void fill_trace(struct smt_trace_record *t, struct smt_probe *p,
-				       __u32 epoch, __u32 source)
+static __always_inline void fill_trace(struct smt_trace_record *t, struct smt_probe *p, __u32 epoch,
+				       __u32 source)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 
@@ -254,8 +254,8 @@ static __always_inline void *reserve_record(__u32 trace)
 }
 
 static __always_inline int record_in(void *ctx, const volatile struct smt_config *cfg,
-				     struct smt_globals *g, struct stack_buf *buf,
-				     __u32 source, __u32 skip, struct smt_cpu_counters *cpu)
+				     struct smt_globals *g, struct stack_buf *buf, __u32 source,
+				     __u32 skip, struct smt_cpu_counters *cpu)
 {
 	__u32 state, epoch, trace = cfg->trace_records;
 	struct smt_probe p;
@@ -295,7 +295,8 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 	}
 
 	flags = bpf_ringbuf_query(&ids, BPF_RB_AVAIL_DATA) >= cfg->wakeup_bytes ?
-		BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+			BPF_RB_FORCE_WAKEUP :
+			BPF_RB_NO_WAKEUP;
 	if (trace) {
 		fill_trace(rec, &p, epoch, source);
 		bpf_ringbuf_submit(rec, flags);
@@ -346,8 +347,9 @@ static __always_inline int record_stack(void *ctx, __u32 source, __u32 skip)
 		cpu = bpf_map_lookup_elem(&counters, &last);
 		if (cpu) {
 			__sync_fetch_and_add(&cpu->events, 1);
-			__sync_fetch_and_add(&cpu->epoch[SMT_STATE_EPOCH(g->shared.state) & 1]
-							[SMC_DROP_NESTED], 1);
+			__sync_fetch_and_add(
+				&cpu->epoch[SMT_STATE_EPOCH(g->shared.state) & 1][SMC_DROP_NESTED],
+				1);
 		}
 	}
 	(*depth)--;

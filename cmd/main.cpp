@@ -60,10 +60,13 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt) {
   }
   if (!tracefs) return trace(opt);
   if (!args.functions.empty() || args.profile_hz || !args.trace.empty() || args.verify)
-    throw Error("-f, --profile, --trace and --verify need the BPF backend: drop them for --backend tracefs");
+    throw Error(
+        "-f, --profile, --trace and --verify need the BPF backend: drop them for --backend "
+        "tracefs");
   if (args.bits != SMT_DEFAULT_BITS)
-    spdlog::warn("--bits does not apply to the tracefs backend: the kernel's table size is set "
-                 "with ftrace_stackmap.bits= on its command line");
+    spdlog::warn(
+        "--bits does not apply to the tracefs backend: the kernel's table size is set "
+        "with ftrace_stackmap.bits= on its command line");
   return trace_tracefs(opt.session.events, opt.duration_s, opt.drain_interval_ms);
 }
 
@@ -84,8 +87,7 @@ int run_trace(const TraceArgs& args) {
   opt.trace_path = args.trace;
   check_writable_parent(args.folded, "--folded");
   check_writable_parent(args.svg, "--svg");
-  if (args.duration && *args.duration <= 0)
-    throw Error("--duration must be more than 0 seconds");
+  if (args.duration && *args.duration <= 0) throw Error("--duration must be more than 0 seconds");
   opt.duration_s = args.duration;
   if (!opt.duration_s && args.top) opt.duration_s = 5.0;
   if (!args.output.empty()) prepare_output_dir(args.output);
@@ -96,26 +98,28 @@ int run_trace(const TraceArgs& args) {
   snap.kernel = KernelInfo::probe_lowering_kptr_restrict(ks);
   if (!args.output.empty()) {
     write_exports(args.output, snap, ks);
-    spdlog::info("wrote stack_map, stack_map_stat, stack_map_bin, stack_map.json to {}", args.output);
+    spdlog::info("wrote stack_map, stack_map_stat, stack_map_bin, stack_map.json to {}",
+                 args.output);
   }
   if (!args.folded.empty() || !args.svg.empty()) {
     std::string title;
     for (const auto& e : args.events) title += (title.empty() ? "" : ", ") + e;
     for (const auto& f : args.functions) title += (title.empty() ? "" : ", ") + f;
-    if (args.profile_hz) title += (title.empty() ? "" : ", ") + ("profile " + std::to_string(args.profile_hz) + " Hz");
+    if (args.profile_hz)
+      title += (title.empty() ? "" : ", ") + ("profile " + std::to_string(args.profile_hz) + " Hz");
     if (title.empty()) title = "kmem:kmem_cache_alloc";
     write_flame_outputs(symbolize_stacks(snap.stacks, ks), args.folded, args.svg, title, std::cout);
   }
-  if (args.top)
-    std::cout << format_top(snap.stacks, *args.top, ks);
+  if (args.top) std::cout << format_top(snap.stacks, *args.top, ks);
   else if (args.output.empty() && args.folded != "-")
     std::cout << format_stack_map(snap.stacks, ks);
   const TableStats& st = snap.stats;
   spdlog::info("{} events, {} unique stacks, {} dropped{}{}", st.events(), st.entries, st.drops(),
                st.pool_full() ? " (element pool full: raise --bits)" : "",
                st.get(SMC_DROP_RINGBUF_FULL) ? " (ring buffer full: raise --ringbuf-kb)" : "");
-  if (st.verify_mismatch) throw Error("--verify found " + std::to_string(st.verify_mismatch) +
-                                      " events whose id named another stack: please report this");
+  if (st.verify_mismatch)
+    throw Error("--verify found " + std::to_string(st.verify_mismatch) +
+                " events whose id named another stack: please report this");
   return 0;
 }
 
@@ -136,7 +140,8 @@ int main(int argc, char** argv) {
   setup_logging();
   bool verbose = false;
 
-  CLI::App app{"stackmapd: kernel stack traces for chosen trace points, each unique stack stored once"};
+  CLI::App app{
+      "stackmapd: kernel stack traces for chosen trace points, each unique stack stored once"};
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return std::string("stackmapd: ") + e.what() + " (see stackmapd --help)\n";
   });
@@ -145,10 +150,12 @@ int main(int argc, char** argv) {
 
   TraceArgs trace_args;
   add_session_options(app, trace_args, Command::foreground);
-  app.add_option("--trace", trace_args.trace,
-                 "Write every event as an ftrace-style line with its <stack_id N> to FILE ('-': stdout)");
-  app.add_option("--folded", trace_args.folded,
-                 "At the end, write the stacks in the collapsed flame-graph format to FILE ('-': stdout)");
+  app.add_option(
+      "--trace", trace_args.trace,
+      "Write every event as an ftrace-style line with its <stack_id N> to FILE ('-': stdout)");
+  app.add_option(
+      "--folded", trace_args.folded,
+      "At the end, write the stacks in the collapsed flame-graph format to FILE ('-': stdout)");
   app.add_option("--svg", trace_args.svg, "At the end, write an SVG flame graph to FILE");
   app.add_option("--duration", trace_args.duration,
                  "Seconds to trace (default: 5 with --top, else until SIGINT/SIGTERM)");
@@ -160,15 +167,18 @@ int main(int argc, char** argv) {
                  "bpf, tracefs (the kernel's options/stackmap, for kernels without BPF), or auto")
       ->check(CLI::IsMember({"auto", "bpf", "tracefs"}))
       ->capture_default_str();
-  app.add_option("--socket", trace_args.socket, "The daemon's control socket")->capture_default_str();
+  app.add_option("--socket", trace_args.socket, "The daemon's control socket")
+      ->capture_default_str();
 
   DecodeOptions decode_args;
-  CLI::App* decode = app.add_subcommand("decode", "Print an FSMB file (stack_map_bin) from us or the kernel");
+  CLI::App* decode =
+      app.add_subcommand("decode", "Print an FSMB file (stack_map_bin) from us or the kernel");
   decode->add_option("file", decode_args.file, "The stack_map_bin file")->required();
   decode->add_flag("--json", decode_args.json, "JSON output");
-  decode->add_option("--folded", decode_args.folded,
-                     "Write the collapsed flame-graph format to FILE ('-': stdout); FILE may also be "
-                     "a stack_map.json export");
+  decode->add_option(
+      "--folded", decode_args.folded,
+      "Write the collapsed flame-graph format to FILE ('-': stdout); FILE may also be "
+      "a stack_map.json export");
   decode->add_option("--svg", decode_args.svg, "Write an SVG flame graph to FILE");
   decode->add_option("--top", decode_args.top, "Only the N stacks with the highest ref_count");
   decode->add_option("--kallsyms", decode_args.symbols.kallsyms,
@@ -186,11 +196,13 @@ int main(int argc, char** argv) {
   daemon->set_help_flag();  // --help goes to its own parser
 
   std::vector<std::string> ctl_words;
-  CLI::App* ctl = app.add_subcommand("ctl", "Ask the running daemon: stat, top [N], reset, snapshot, reload");
+  CLI::App* ctl =
+      app.add_subcommand("ctl", "Ask the running daemon: stat, top [N], reset, snapshot, reload");
   ctl->add_option("request", ctl_words, "stat | top [N] | reset | snapshot | reload")->required();
 
   std::string pin_dir = kDefaultPinDir;
-  CLI::App* unpin = app.add_subcommand("unpin", "Remove the table a stopped daemon left pinned (for uninstall)");
+  CLI::App* unpin =
+      app.add_subcommand("unpin", "Remove the table a stopped daemon left pinned (for uninstall)");
   unpin->add_option("--pin-dir", pin_dir, "Where the table is pinned")->capture_default_str();
 
   try {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 // Runs the real BPF program on this kernel: root required. These tests fail,
 // never skip, unless STACKMAPD_SKIP_BPF_TESTS=1 says BPF is unavailable here.
+#include "daemon/bpf/bpf_session.h"
+
 #include <gtest/gtest.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
@@ -9,14 +11,13 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
-#include <filesystem>
-#include <thread>
 #include <cstring>
+#include <filesystem>
+#include <memory>
+#include <thread>
 
-#include "daemon/bpf/bpf_session.h"
-#include "daemon/symbols/kallsyms.h"
 #include "daemon/bpf/preflight.h"
+#include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 #include "tests/load.h"
 
@@ -106,8 +107,9 @@ TEST_F(BpfSessionTest, SmallTableCountsPoolExhaustionExactly) {
   BpfSession s(c);
   for (int i = 0; i < 20 && s.stats().get(SMC_DROP_POOL_FULL) == 0; ++i) {
     generate_allocations(2000);
-    int rc = system("find /usr/lib -maxdepth 3 2>/dev/null | head -2000 | xargs stat >/dev/null 2>&1;"
-                    "tar cf - /usr/include 2>/dev/null | gzip -1 >/dev/null");
+    int rc = system(
+        "find /usr/lib -maxdepth 3 2>/dev/null | head -2000 | xargs stat >/dev/null 2>&1;"
+        "tar cf - /usr/include 2>/dev/null | gzip -1 >/dev/null");
     ASSERT_EQ(rc, 0);
     s.drain(0);
   }
@@ -138,7 +140,8 @@ TEST_F(BpfSessionTest, VerifyModeFindsEverySampledStackStoredUnderItsId) {
 // Resets while both CPUs insert: no stale or torn stack may ever be exported.
 TEST_F(BpfSessionTest, ResetUnderLoadNeverExposesOldOrTornStacks) {
   SessionConfig c = kmem_config();
-  for (const char* name : {"kmalloc", "kfree", "kmem_cache_free"}) c.events.push_back({"kmem", name});
+  for (const char* name : {"kmalloc", "kfree", "kmem_cache_free"})
+    c.events.push_back({"kmem", name});
   c.events.push_back({"sched", "sched_switch"});
   c.verify_every = 3;
   BpfSession s(c);
@@ -185,11 +188,12 @@ TEST_F(BpfSessionTest, ResetUnderLoadNeverExposesOldOrTornStacks) {
     EXPECT_EQ(table[i].ips, stored[i].ips);
     EXPECT_EQ(table[i].ref_count, stored[i].ref_count);
   }
-  std::printf("resets %d under load: %llu events checked by --verify, %llu mismatches, "
-              "%llu dropped while resetting\n", kResets,
-              static_cast<unsigned long long>(st.verify_ok + st.verify_mismatch),
-              static_cast<unsigned long long>(st.verify_mismatch),
-              static_cast<unsigned long long>(reset_drops));
+  std::printf(
+      "resets %d under load: %llu events checked by --verify, %llu mismatches, "
+      "%llu dropped while resetting\n",
+      kResets, static_cast<unsigned long long>(st.verify_ok + st.verify_mismatch),
+      static_cast<unsigned long long>(st.verify_mismatch),
+      static_cast<unsigned long long>(reset_drops));
 }
 
 // A daemon that dies leaves its table pinned; the next one continues it.
@@ -287,7 +291,8 @@ TEST_F(BpfSessionTest, ResetRollsBackWhenTheGracePeriodFails) {
   EXPECT_GE(s.store().size(), stacks) << "nothing was cleared";
   EXPECT_EQ(s.store().total_events(), after.get(SMC_HITS));
 
-  s.set_grace_period([] { return static_cast<int>(syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0)); });
+  s.set_grace_period(
+      [] { return static_cast<int>(syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0)); });
   Snapshot ended = s.reset();
   EXPECT_EQ(s.epoch(), 1u) << "a reset with a working grace period goes through";
   EXPECT_GT(ended.stats.get(SMC_HITS), 0u);

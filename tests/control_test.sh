@@ -110,7 +110,7 @@ client slow "$tmp/slow.out"
 wait_started "$tmp/slow.out"
 sleep 0.3
 ms=$(stat_seconds)
-check "ctl stat answers within 1 s beside a slow client (${ms} ms)" '[ "$ms" -lt 1000 ]'
+check "ctl stat answers within 2.5 s beside a slow client (${ms} ms)" '[ "$ms" -lt 2500 ]'
 check "and its reply is the stat" 'grep -q "^entries:" "$tmp/stat.out"'
 sleep 3.5
 check "the slow client is cut off at its deadline ($(tr '\n' ' ' < "$tmp/slow.out"))" \
@@ -121,8 +121,8 @@ for i in 1 2 3 4 5 6 7 8; do client partial "$tmp/partial$i.out"; done
 wait_started $(for i in 1 2 3 4 5 6 7 8; do echo "$tmp/partial$i.out"; done)
 sleep 0.3
 ms=$(stat_seconds)
-check "ctl stat answers within 1 s beside 8 clients that never end their line (${ms} ms)" \
-  '[ "$ms" -lt 1000 ]'
+check "ctl stat answers within 2.5 s beside 8 clients that never end their line (${ms} ms)" \
+  '[ "$ms" -lt 2500 ]'
 sleep 3.5
 check "each of them gets one error line at its deadline" \
   '[ "$(cat "$tmp"/partial?.out | grep -c "^no request line within 3 s")" -eq 8 ]'
@@ -132,7 +132,7 @@ for i in 1 2 3 4 5 6; do client lazy "$tmp/lazy$i.out"; done
 wait_started $(for i in 1 2 3 4 5 6; do echo "$tmp/lazy$i.out"; done)
 sleep 0.5
 ms=$(stat_seconds)
-check "ctl stat answers within 1 s beside 6 clients that never read (${ms} ms)" '[ "$ms" -lt 1000 ]'
+check "ctl stat answers within 2.5 s beside 6 clients that never read (${ms} ms)" '[ "$ms" -lt 2500 ]'
 
 # --- more clients than it serves -------------------------------------------
 sleep 5  # the lazy ones are dropped by now
@@ -147,7 +147,7 @@ check "of 40 clients at once 16 are served (here: cut off at their deadline: $ti
   '[ "$refused" -eq 24 ] && [ "$timedout" -eq 16 ]'
 ms=$(stat_seconds)
 check "once they time out, ctl stat answers again (${ms} ms)" \
-  '[ "$ms" -lt 1000 ] && grep -q "^entries:" "$tmp/stat.out"'
+  '[ "$ms" -lt 2500 ] && grep -q "^entries:" "$tmp/stat.out"'
 
 # --- a SIGUSR1 reset that fails -------------------------------------------
 # A directory where the export goes: the reset's export cannot replace it.

@@ -92,7 +92,8 @@ TEST_F(Decode, KallsymsOfTheSameBootNeedsNoKernelInfo) {
   DecodeOptions o;
   o.file = write_bin();
   o.symbols.kallsyms = kKallsyms;
-  EXPECT_EQ(decode_to_string(o).rfind("stack_id 5 [ref 3, depth 1]\n  [0] schedule+0x48/0xc0\n", 0), 0u);
+  EXPECT_EQ(decode_to_string(o).rfind("stack_id 5 [ref 3, depth 1]\n  [0] schedule+0x48/0xc0\n", 0),
+            0u);
 }
 
 TEST_F(Decode, StackMapKernelBesideTheFileGivesTheSlide) {
@@ -100,7 +101,8 @@ TEST_F(Decode, StackMapKernelBesideTheFileGivesTheSlide) {
   o.file = write_bin(kSlide);
   o.symbols.kallsyms = kKallsyms;
   write(dir_ + "/stack_map.kernel", "release r\nbuild_id -\ntext 0x" +
-                                        (std::ostringstream() << std::hex << kText + kSlide).str() + "\n");
+                                        (std::ostringstream() << std::hex << kText + kSlide).str() +
+                                        "\n");
   o.folded = "-";
   // Root first (schedule called kmem_cache_alloc_noprof), function names only.
   EXPECT_EQ(decode_to_string(o), "schedule 3\nschedule;kmem_cache_alloc_noprof 40\n");
@@ -137,8 +139,9 @@ TEST_F(Decode, JsonExportGivesFoldedOnly) {
   DecodeOptions o;
   o.file = dir_ + "/stack_map.json";
   write(o.file, R"({"stacks": [{"ref_count": 7, "symbols": ["leaf+0x1/0x2", "root+0x3/0x4"]}]})");
-  EXPECT_EQ(error_of(o), o.file + " is a JSON export: decode reads it for --folded and --svg only; "
-                                  "for text, decode its stack_map_bin");
+  EXPECT_EQ(error_of(o), o.file +
+                             " is a JSON export: decode reads it for --folded and --svg only; "
+                             "for text, decode its stack_map_bin");
   o.folded = dir_ + "/out.folded";
   o.svg = dir_ + "/out.svg";
   EXPECT_EQ(decode_to_string(o), "");

@@ -114,7 +114,7 @@ TEST(Foreground, EndsAtTheDuration) {
   fg.run(fake.backend(), 0.3, 20);
   auto took = Clock::now() - start;
   EXPECT_GE(took, 300ms);
-  EXPECT_LT(took, 800ms);
+  EXPECT_LT(took, 5000ms);  // ends, rather than runs on (a generous bound: the machine is shared)
   EXPECT_GE(fake.drains, 5);
   EXPECT_EQ(fg.loop().timers(), 0u) << "run() leaves no timer behind";
 }
@@ -125,8 +125,8 @@ TEST(Foreground, StopSignalWhileLoadingEndsTheFirstTurn) {
     kill(getpid(), sig);  // "while the session loads": before run()
     FakeBackend fake;
     auto start = Clock::now();
-    fg.run(fake.backend(), std::nullopt, 20);
-    EXPECT_LT(Clock::now() - start, 200ms) << strsignal(sig);
+    fg.run(fake.backend(), 10.0, 20);  // a lost signal would run the whole 10 s
+    EXPECT_LT(Clock::now() - start, 5000ms) << strsignal(sig);
   }
 }
 

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
+#include "daemon/export/exports.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -7,10 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "daemon/sys/error.h"
-#include "daemon/export/exports.h"
 #include "daemon/export/fsmb.h"
 #include "daemon/symbols/kallsyms.h"
+#include "daemon/sys/error.h"
 
 namespace stackmapd {
 namespace {
@@ -37,7 +38,8 @@ TEST(Exports, StackMapTextMatchesTheRfcLayout) {
             "  [0] schedule+0x48/0xc0\n"
             "  [1] schedule_timeout+0x1c/0x30\n"
             "\n");
-  EXPECT_EQ(format_stack_map({two_stacks()[1]}, &k), "stack_id 7 [ref 5, depth 1]\n  [0] 0xdead\n\n");
+  EXPECT_EQ(format_stack_map({two_stacks()[1]}, &k),
+            "stack_id 7 [ref 5, depth 1]\n  [0] 0xdead\n\n");
 }
 
 TEST(Exports, StatKeepsTheRfcLinesFirst) {

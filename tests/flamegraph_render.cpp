@@ -6,8 +6,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "daemon/sys/error.h"
 #include "daemon/export/flamegraph.h"
+#include "daemon/sys/error.h"
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {

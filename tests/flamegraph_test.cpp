@@ -9,8 +9,8 @@
 #include <regex>
 #include <sstream>
 
-#include "daemon/sys/error.h"
 #include "daemon/symbols/kallsyms.h"
+#include "daemon/sys/error.h"
 
 namespace stackmapd {
 namespace {
@@ -32,8 +32,10 @@ std::vector<StackRecord> fixture_stacks() {
   return {
       {1, 10, {0xffffffff81000310, 0xffffffff81000220, 0xffffffff81000130, 0xffffffff81000010}},
       {2, 5, {0xffffffff81000340, 0xffffffff81000250, 0xffffffff81000160, 0xffffffff81000020}},
-      {3, 7, {0xffffffff81000308, 0xffffffffc0001010, 0xffffffff81000210, 0xffffffff81000110,
-              0xffffffff81000010}},
+      {3,
+       7,
+       {0xffffffff81000308, 0xffffffffc0001010, 0xffffffff81000210, 0xffffffff81000110,
+        0xffffffff81000010}},
       {4, 2, {0xdead, 0xffffffff81000410, 0xffffffff81000110, 0xffffffff81000010}},
       {5, 0, {0xffffffff81000410}},  // no events: left out
   };
@@ -63,8 +65,8 @@ TEST(FlameGraph, FoldedKeepsFormatForAnyName) {
 
 TEST(FlameGraph, SymbolizeStacksNamesModulesAndAddresses) {
   const Kallsyms ksyms = fixture_symbols();
-  const auto out = symbolize_stacks({{9, 4, {0xffffffffc0001010, 0xbeef, 0xffffffff81000210}}},
-                                    &ksyms);
+  const auto out =
+      symbolize_stacks({{9, 4, {0xffffffffc0001010, 0xbeef, 0xffffffff81000210}}}, &ksyms);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].count, 4u);
   EXPECT_EQ(out[0].frames,
@@ -150,9 +152,8 @@ TEST(FlameGraph, SvgRootAtBottomAndColorsWarmAndStable) {
   const std::string svg = render_flamegraph_svg(fixture_stacks(), &ksyms);
   EXPECT_EQ(svg, render_flamegraph_svg(fixture_stacks(), &ksyms));
 
-  static const std::regex frame(
-      R"re(<title>([^ ]*) [^<]*</title><rect x="[0-9.]+" y="(\d+)" )re"
-      R"re([^>]* fill="rgb\((\d+),(\d+),(\d+)\)")re");
+  static const std::regex frame(R"re(<title>([^ ]*) [^<]*</title><rect x="[0-9.]+" y="(\d+)" )re"
+                                R"re([^>]* fill="rgb\((\d+),(\d+),(\d+)\)")re");
   std::map<std::string, std::pair<int, std::string>> seen;  // name → y, color
   for (std::sregex_iterator it(svg.begin(), svg.end(), frame), end; it != end; ++it) {
     const int r = std::stoi((*it)[3]), g = std::stoi((*it)[4]), b = std::stoi((*it)[5]);
@@ -221,9 +222,9 @@ TEST(FlameGraphJson, ReadsStackMapJson) {
   const auto stacks = stacks_from_json(kJson);
   ASSERT_EQ(stacks.size(), 3u);
   EXPECT_EQ(stacks[0].count, 6u);
-  EXPECT_EQ(stacks[0].frames, (std::vector<std::string>{
-                                  "kmem_cache_alloc", "ext4_file_read_iter_[ext4]",
-                                  "entry_SYSCALL_64"}));
+  EXPECT_EQ(stacks[0].frames,
+            (std::vector<std::string>{"kmem_cache_alloc", "ext4_file_read_iter_[ext4]",
+                                      "entry_SYSCALL_64"}));
   EXPECT_EQ(format_folded(stacks),
             "entry_SYSCALL_64;0xbeef 1\n"
             "entry_SYSCALL_64;ext4_file_read_iter_[ext4];kmem_cache_alloc 8\n");

@@ -124,20 +124,20 @@ TEST(FsmbEncode, TwoStacksMatchHandWrittenBytes) {
       {0x1234, 0x01020304, {0x0102030405060708}},
   };
   const std::string expected = bytes_of({
-      0x42, 0x53, 0x4d, 0x46,  // magic 0x464D5342
-      0x02, 0x00, 0x00, 0x00,  // version 2
-      0x02, 0x00, 0x00, 0x00,  // nr_stacks
-      0x00, 0x00, 0x00, 0x00,  // reserved
-      0x07, 0x00, 0x00, 0x00,  // stack_id 7
-      0x02, 0x00, 0x00, 0x00,  // nr 2
-      0x03, 0x00, 0x00, 0x00,  // ref_count 3
-      0x00, 0x00, 0x00, 0x00,  // reserved
+      0x42, 0x53, 0x4d, 0x46,                          // magic 0x464D5342
+      0x02, 0x00, 0x00, 0x00,                          // version 2
+      0x02, 0x00, 0x00, 0x00,                          // nr_stacks
+      0x00, 0x00, 0x00, 0x00,                          // reserved
+      0x07, 0x00, 0x00, 0x00,                          // stack_id 7
+      0x02, 0x00, 0x00, 0x00,                          // nr 2
+      0x03, 0x00, 0x00, 0x00,                          // ref_count 3
+      0x00, 0x00, 0x00, 0x00,                          // reserved
       0x10, 0x00, 0x00, 0x81, 0xff, 0xff, 0xff, 0xff,  // ips[0]
       0x67, 0x45, 0x23, 0x81, 0xff, 0xff, 0xff, 0xff,  // ips[1]
-      0x34, 0x12, 0x00, 0x00,  // stack_id 0x1234
-      0x01, 0x00, 0x00, 0x00,  // nr 1
-      0x04, 0x03, 0x02, 0x01,  // ref_count 0x01020304
-      0x00, 0x00, 0x00, 0x00,  // reserved
+      0x34, 0x12, 0x00, 0x00,                          // stack_id 0x1234
+      0x01, 0x00, 0x00, 0x00,                          // nr 1
+      0x04, 0x03, 0x02, 0x01,                          // ref_count 0x01020304
+      0x00, 0x00, 0x00, 0x00,                          // reserved
       0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,  // ips[0]
   });
   EXPECT_EQ(fsmb_encode(stacks), expected);
@@ -254,8 +254,8 @@ TEST(FsmbDecodeErrors, TruncatedRecordHeader) {
 }
 
 TEST(FsmbDecodeErrors, TruncatedFrames) {
-  const std::string bytes = header(0x464D5342, 2, 1) + record(3, 3, 1) +
-                            le64(0xffffffff81000000) + le64(0xffffffff81000008);
+  const std::string bytes = header(0x464D5342, 2, 1) + record(3, 3, 1) + le64(0xffffffff81000000) +
+                            le64(0xffffffff81000008);
   expect_message(decode_error(bytes), "trace.bin",
                  {"truncated FSMB file", "record 1 of 1 at byte 16", "needs 40 bytes, 32 left"});
 }
@@ -280,8 +280,7 @@ TEST(FsmbDecodeErrors, EveryTruncationIsReported) {
   for (size_t size = 0; size < full.size(); ++size) {
     try {
       fsmb_decode(std::string_view(full).substr(0, size), "cut.bin");
-      ADD_FAILURE() << "a " << size << "-byte prefix of a " << full.size()
-                    << "-byte file decoded";
+      ADD_FAILURE() << "a " << size << "-byte prefix of a " << full.size() << "-byte file decoded";
     } catch (const Error&) {
     }
   }

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
+#include "daemon/export/history.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "daemon/export/exports.h"
-#include "daemon/export/history.h"
 
 namespace stackmapd {
 namespace {
@@ -32,7 +33,8 @@ class HistoryTest : public ::testing::Test {
   }
   std::vector<std::string> names() {
     std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(dir_ / "history")) out.push_back(e.path().filename());
+    for (const auto& e : fs::directory_iterator(dir_ / "history"))
+      out.push_back(e.path().filename());
     std::sort(out.begin(), out.end());
     return out;
   }

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
+#include "stackmapd/jhash.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
-
-#include "stackmapd/jhash.h"
 
 namespace {
 

@@ -98,14 +98,14 @@ TEST(KallsymsTest, LastSymbolOfAModuleIsUnresolved) {
 TEST(KallsymsTest, MalformedLineErrorNamesTheLineNumber) {
   const std::string good = "ffffffff81000000 T _text\nffffffff81000040 T startup_64\n";
   const char* malformed[] = {
-      "ffffffff81000080 T",                     // no name
-      "xyz T foo",                              // address not hex
-      "ffffffff81000080T foo",                  // no space after the address
-      "1ffffffff81000080 T foo",                // address wider than 64 bits
-      "ffffffff81000080 T foo [ext4",           // module not closed
-      "ffffffff81000080 T foo [ext4] junk",     // text after the module
-      "ffffffff81000080 T foo [ext4] [bpf]",    // two modules
-      "",                                       // empty line
+      "ffffffff81000080 T",                   // no name
+      "xyz T foo",                            // address not hex
+      "ffffffff81000080T foo",                // no space after the address
+      "1ffffffff81000080 T foo",              // address wider than 64 bits
+      "ffffffff81000080 T foo [ext4",         // module not closed
+      "ffffffff81000080 T foo [ext4] junk",   // text after the module
+      "ffffffff81000080 T foo [ext4] [bpf]",  // two modules
+      "",                                     // empty line
   };
   for (const char* line : malformed) {
     const std::string message = parse_error(good + line + "\nffffffff81000100 T bar\n");

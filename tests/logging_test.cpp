@@ -2,6 +2,8 @@
 // libbpf's messages through our logger: whole (the verifier prints its whole
 // log in one call, and the line that says why a load failed comes last),
 // warnings kept without -v, debug only with it.
+#include "daemon/sys/logging.h"
+
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -10,8 +12,6 @@
 #include <memory>
 #include <sstream>
 #include <string>
-
-#include "daemon/sys/logging.h"
 
 namespace stackmapd {
 namespace {
@@ -48,9 +48,11 @@ TEST_F(LibbpfLog, VerifierLogArrivesWhole) {
   std::string log;
   for (int i = 0; log.size() < 6000; ++i) log += std::to_string(i) + ": r1 = *(u64 *)(r10 -8)\n";
   log += "R1 invalid mem access 'scalar'\n";
-  const int n = print(LIBBPF_WARN, "libbpf: prog 'on_event': -- BEGIN PROG LOAD LOG --\n%s-- END --\n",
-                      log.c_str());
-  const std::string want = "warning|libbpf: prog 'on_event': -- BEGIN PROG LOAD LOG --\n" + log + "-- END --\n";
+  const int n =
+      print(LIBBPF_WARN, "libbpf: prog 'on_event': -- BEGIN PROG LOAD LOG --\n%s-- END --\n",
+            log.c_str());
+  const std::string want =
+      "warning|libbpf: prog 'on_event': -- BEGIN PROG LOAD LOG --\n" + log + "-- END --\n";
   EXPECT_EQ(out_.str(), want);
   EXPECT_EQ(n, static_cast<int>(want.size() - std::string("warning|").size()));
 }

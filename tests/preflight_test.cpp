@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
+#include "daemon/bpf/preflight.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
 
 #include "daemon/sys/error.h"
-#include "daemon/bpf/preflight.h"
 
 namespace stackmapd {
 namespace {

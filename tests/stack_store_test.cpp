@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
+#include "daemon/model/stack_store.h"
+
 #include <gtest/gtest.h>
 
 #include "daemon/sys/error.h"
-#include "daemon/model/stack_store.h"
 
 namespace stackmapd {
 namespace {

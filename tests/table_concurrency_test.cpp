@@ -145,14 +145,10 @@ TEST(TableConcurrency, ExhaustionUnderContentionFillsThePoolExactly) {
       for (int round = 0; round < 2; ++round)
         for (int k = 0; k < kPerThread; ++k) {
           smt_probe p = lookup(t, stack_of(th * kPerThread + k));
-          if (p.status == SMT_FOUND || p.status == SMT_INSERTED)
-            ++ok;
-          else if (p.status == SMT_POOL_FULL)
-            ++pool_full;
-          else if (p.status == SMT_BUSY)
-            ++busy;
-          else
-            ++other;
+          if (p.status == SMT_FOUND || p.status == SMT_INSERTED) ++ok;
+          else if (p.status == SMT_POOL_FULL) ++pool_full;
+          else if (p.status == SMT_BUSY) ++busy;
+          else ++other;
         }
     });
   start_together(threads, go);

@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "daemon/sys/error.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/fsmb.h"
+#include "daemon/sys/error.h"
 
 namespace stackmapd {
 namespace {
@@ -82,7 +82,8 @@ TEST(TracefsStat, RejectsForeignText) {
 
 TEST(TracePipe, ParsesStackIdLines) {
   uint32_t id = 0;
-  EXPECT_TRUE(parse_stack_id_line("            sh-42      [001] d..1.   7.501: <stack_id 1234>", &id));
+  EXPECT_TRUE(
+      parse_stack_id_line("            sh-42      [001] d..1.   7.501: <stack_id 1234>", &id));
   EXPECT_EQ(id, 1234u);
   EXPECT_TRUE(parse_stack_id_line("<stack_id 0>", &id));
   EXPECT_EQ(id, 0u);
@@ -105,7 +106,8 @@ TEST(TracePipe, CountsAcrossChunkBoundaries) {
       " => kernel_clone\n";
   size_t total = 0;
   // Feed in awkward pieces: every line split somewhere.
-  for (size_t i = 0; i < text.size(); i += 13) total += p.feed(std::string_view(text).substr(i, 13));
+  for (size_t i = 0; i < text.size(); i += 13)
+    total += p.feed(std::string_view(text).substr(i, 13));
   EXPECT_EQ(total, 3u);
   EXPECT_EQ(p.ids(), 3u);
   EXPECT_EQ(p.full_stacks(), 1u);

@@ -34,18 +34,19 @@ Attachments::Attachments(const BpfObject& object, const SessionConfig& config)
       profile_hz_(config.profile_hz),
       filter_cpu_(config.filter_cpu) {
   for (const auto& tp : events_) source_of(tp.str());
-  if (!config.functions.empty() &&
-      libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_TRACING, nullptr) != 1)
-    throw Error("-f needs BPF tracing programs (fentry), which this kernel refuses to load "
-                "(bpftool feature probe: program_type tracing is NOT available): use -e "
-                "tracepoints or --profile here");
+  if (!config.functions.empty() && libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_TRACING, nullptr) != 1)
+    throw Error(
+        "-f needs BPF tracing programs (fentry), which this kernel refuses to load "
+        "(bpftool feature probe: program_type tracing is NOT available): use -e "
+        "tracepoints or --profile here");
   // fentry has no multi-attach on this kernel: each function gets its own
   // copy of the object, sharing every map of the main one.
   size_t skipped = 0;
   std::string first_error;
   for (const auto& fn : config.functions) {
     try {
-      functions_.push_back({fn.name, fn.required, object_.load_function(fn.name, sources_.size()), {}});
+      functions_.push_back(
+          {fn.name, fn.required, object_.load_function(fn.name, sources_.size()), {}});
       sources_.push_back(fn.name);
     } catch (const Error& e) {
       if (fn.required) throw;
@@ -115,8 +116,8 @@ std::vector<PerfLink> Attachments::attach_profile() const {
     if (filter_cpu_ != SMT_ANY_CPU && static_cast<uint32_t>(cpu) != filter_cpu_) continue;
     UniqueFd fd = open_perf_event(&attr, cpu);
     if (!fd)
-      throw Error("cannot sample CPU " + std::to_string(cpu) + " at " + std::to_string(profile_hz_) +
-                  " Hz: " + std::strerror(errno) +
+      throw Error("cannot sample CPU " + std::to_string(cpu) + " at " +
+                  std::to_string(profile_hz_) + " Hz: " + std::strerror(errno) +
                   (errno == EINVAL ? ": above kernel.perf_event_max_sample_rate?" : ""));
     links.push_back(attach_perf_event(object_.profile_prog(), std::move(fd), profile_source_,
                                       "CPU " + std::to_string(cpu) + " sampling"));

@@ -57,8 +57,9 @@ BpfObject::BpfObject(const SessionConfig& config)
       bits_(pins_ ? pins_->bits : config.bits),
       pin_dir_(pins_ ? "" : config.pin_dir) {
   if (config.trace && config.verify_every)
-    throw Error("--trace and --verify cannot be combined: a verify sample replaces the event's "
-                "trace record; use one at a time");
+    throw Error(
+        "--trace and --verify cannot be combined: a verify sample replaces the event's "
+        "trace record; use one at a time");
   if (pins_) {
     use_pins(config);
     pinned_where_ = config.pinned_dir;
@@ -118,15 +119,18 @@ bool BpfObject::load_own(const SessionConfig& config) {
 // the session's attach do the rest.
 void BpfObject::use_pins(const SessionConfig& config) {
   if (!config.functions.empty())
-    throw Error("-f needs stackmapd's own BPF object (one fentry program per function); with "
-                "--pinned use -e tracepoints or --profile");
+    throw Error(
+        "-f needs stackmapd's own BPF object (one fentry program per function); with "
+        "--pinned use -e tracepoints or --profile");
   if (config.profile_hz && pins_->profile_prog < 0)
     throw Error("--profile: " + config.pinned_dir + "/" +
                 LoaderPins::prog_pin("perf_event/stackmapd") +
                 " is missing: the loader must load stackmapd.o's perf_event section too");
   if (config.bits != SMT_DEFAULT_BITS && config.bits != bits_)
-    spdlog::warn("--bits {} ignored: the pinned table holds 2^{} stacks, fixed when stackmapd.o "
-                 "was built (SMT_BPFLOADER_BITS)", config.bits, bits_);
+    spdlog::warn(
+        "--bits {} ignored: the pinned table holds 2^{} stacks, fixed when stackmapd.o "
+        "was built (SMT_BPFLOADER_BITS)",
+        config.bits, bits_);
   slots_fd_ = pins_->slots;
   pool_fd_ = pins_->pool;
   counters_fd_ = pins_->counters;
@@ -158,8 +162,8 @@ void BpfObject::pin() {
     for (const auto& path : staged) unlink(path.c_str());
   };
   for (const auto& m : maps) {
-    const std::string path = pin_dir_ + "/new-" + m.name;  // bpffs names take no '.' 
-    unlink(path.c_str());  // left by a daemon that died here
+    const std::string path = pin_dir_ + "/new-" + m.name;  // bpffs names take no '.'
+    unlink(path.c_str());                                  // left by a daemon that died here
     if (bpf_obj_pin(bpf_map__fd(m.map), path.c_str()) != 0) {
       int err = errno;
       unstage();
@@ -187,11 +191,13 @@ StackmapdSkeleton BpfObject::load_function(const std::string& function, uint32_t
   bpf_program__set_autoload(obj->progs.stackmapd_tracepoint, false);
   bpf_program__set_autoload(obj->progs.stackmapd_profile, false);
   bpf_program__set_attach_target(obj->progs.stackmapd_fentry, 0, function.c_str());
-  const std::pair<bpf_map*, bpf_map*> shared_maps[] = {
-      {obj->maps.slots, skel_->maps.slots},       {obj->maps.pool, skel_->maps.pool},
-      {obj->maps.counters, skel_->maps.counters}, {obj->maps.scratch, skel_->maps.scratch},
-      {obj->maps.nesting, skel_->maps.nesting},   {obj->maps.ids, skel_->maps.ids},
-      {obj->maps.bss, skel_->maps.bss}};
+  const std::pair<bpf_map*, bpf_map*> shared_maps[] = {{obj->maps.slots, skel_->maps.slots},
+                                                       {obj->maps.pool, skel_->maps.pool},
+                                                       {obj->maps.counters, skel_->maps.counters},
+                                                       {obj->maps.scratch, skel_->maps.scratch},
+                                                       {obj->maps.nesting, skel_->maps.nesting},
+                                                       {obj->maps.ids, skel_->maps.ids},
+                                                       {obj->maps.bss, skel_->maps.bss}};
   int err = 0;
   for (const auto& [mine, main] : shared_maps)
     if (!err) err = bpf_map__reuse_fd(mine, bpf_map__fd(main));

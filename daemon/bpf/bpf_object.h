@@ -71,7 +71,7 @@ class BpfObject {
   uint32_t bits_;
   std::string pin_dir_;
   std::string pinned_where_;
-  bool pinned_ = false;  // our maps are under pin_dir_
+  bool pinned_ = false;     // our maps are under pin_dir_
   StackmapdSkeleton skel_;  // our own object, without --pinned
   Mapping pinned_globals_;  // --pinned: the globals map, mmapped
   int slots_fd_ = -1, pool_fd_ = -1, counters_fd_ = -1, ids_fd_ = -1;

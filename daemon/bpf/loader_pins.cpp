@@ -24,7 +24,8 @@ constexpr const char* kObject = "stackmapd";
 
 std::string load_hint(const std::string& dir) {
   return "load stackmapd.o (share/stackmapd/bpfloader/, built with -DSMT_BPFLOADER) with "
-         "bpfloader or another loader that pins into " + dir + " first";
+         "bpfloader or another loader that pins into " +
+         dir + " first";
 }
 
 bool power_of_two(uint32_t v) { return v && !(v & (v - 1)); }
@@ -79,8 +80,8 @@ int LoaderPins::open_map(const std::string& name, uint32_t type, uint32_t value_
   const std::string path = dir_ + "/" + map_pin(name);
   int fd = bpf_obj_get(path.c_str());
   if (fd < 0)
-    throw Error("--pinned: " + path + " is missing (" + std::strerror(errno) + "): " +
-                load_hint(dir_));
+    throw Error("--pinned: " + path + " is missing (" + std::strerror(errno) +
+                "): " + load_hint(dir_));
   fds_.emplace_back(fd);
   bpf_map_info info = {};
   uint32_t len = sizeof(info);
@@ -116,8 +117,8 @@ int LoaderPins::open_prog(const std::string& section, uint32_t type, bool requir
   int fd = bpf_obj_get(path.c_str());
   if (fd < 0) {
     if (!required && errno == ENOENT) return -1;
-    throw Error("--pinned: " + path + " is missing (" + std::strerror(errno) + "): " +
-                load_hint(dir_));
+    throw Error("--pinned: " + path + " is missing (" + std::strerror(errno) +
+                "): " + load_hint(dir_));
   }
   fds_.emplace_back(fd);
   bpf_prog_info info = {};

@@ -32,7 +32,7 @@ class LoaderPins {
 
   int slots = -1, pool = -1, counters = -1, ids = -1, settings = -1, globals = -1;
   int tracepoint_prog = -1;
-  int profile_prog = -1;  // -1 when the loader left the sampling program out
+  int profile_prog = -1;    // -1 when the loader left the sampling program out
   uint32_t bits = 0;        // from the pool's size, fixed when the object was built
   uint32_t ring_bytes = 0;  // the ids ring buffer's size
 

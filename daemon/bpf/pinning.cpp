@@ -45,8 +45,7 @@ std::string pin_mismatch(const std::string& dir, const std::vector<PinnedMap>& m
     if (err) return path + " is not a BPF map";
     if (info.type != static_cast<uint32_t>(bpf_map__type(map)) ||
         info.key_size != bpf_map__key_size(map) || info.value_size != bpf_map__value_size(map) ||
-        info.max_entries != bpf_map__max_entries(map) ||
-        info.map_flags != bpf_map__map_flags(map))
+        info.max_entries != bpf_map__max_entries(map) || info.map_flags != bpf_map__map_flags(map))
       return path + " has another layout (type " + std::to_string(info.type) + ", value size " +
              std::to_string(info.value_size) + ", " + std::to_string(info.max_entries) +
              " entries; want " + std::to_string(bpf_map__value_size(map)) + " bytes, " +

@@ -32,8 +32,9 @@ void check_privileges() {
     throw Error("cannot read this process's capabilities: run stackmapd as root");
   bool bpf_and_perfmon = has_cap(data, CAP_BPF) && has_cap(data, CAP_PERFMON);
   if (!bpf_and_perfmon && !has_cap(data, CAP_SYS_ADMIN))
-    throw Error("stackmapd needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) to load BPF programs: "
-                "run it as root, e.g. with sudo");
+    throw Error(
+        "stackmapd needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) to load BPF programs: "
+        "run it as root, e.g. with sudo");
 }
 
 void check_btf(const std::string& btf_path) {
@@ -55,7 +56,8 @@ std::string mount_tracefs_events() {
   std::string dir = lookup_tracefs_events();
   if (!dir.empty()) return dir;
   // As root we can mount it where the kernel provides its mount point.
-  if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr) == 0) dir = lookup_tracefs_events();
+  if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr) == 0)
+    dir = lookup_tracefs_events();
   if (dir.empty())
     throw Error("tracefs is not mounted and could not be mounted (" + std::string(strerror(errno)) +
                 "): mount it with 'mount -t tracefs nodev /sys/kernel/tracing'");

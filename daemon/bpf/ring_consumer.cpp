@@ -95,7 +95,8 @@ size_t RingConsumer::drain(int timeout_ms) {
   // poll() consumes only after a wakeup; the BPF side rarely sends one (it
   // submits without waking), so consume() after every timeout as well.
   int n = ring_buffer__poll(ring_.get(), timeout_ms);
-  if (n < 0 && n != -EINTR) throw Error("ring buffer poll failed: " + std::string(std::strerror(-n)));
+  if (n < 0 && n != -EINTR)
+    throw Error("ring buffer poll failed: " + std::string(std::strerror(-n)));
   if (n > 0) consumed_ += n;
   n = ring_buffer__consume(ring_.get());
   if (n < 0 && n != -EINTR)

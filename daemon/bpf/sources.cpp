@@ -58,9 +58,11 @@ std::set<std::string> traceable_functions(const std::string& tracefs_dir, std::s
 Tracepoint Tracepoint::parse(std::string_view spec) {
   auto colon = spec.find(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == spec.size() ||
-      spec.find(':', colon + 1) != std::string_view::npos || spec.find('/') != std::string_view::npos)
+      spec.find(':', colon + 1) != std::string_view::npos ||
+      spec.find('/') != std::string_view::npos)
     throw Error("bad event '" + std::string(spec) +
-                "': use CATEGORY:NAME, e.g. kmem:kmem_cache_alloc (see /sys/kernel/tracing/available_events)");
+                "': use CATEGORY:NAME, e.g. kmem:kmem_cache_alloc (see "
+                "/sys/kernel/tracing/available_events)");
   return Tracepoint{std::string(spec.substr(0, colon)), std::string(spec.substr(colon + 1))};
 }
 
@@ -86,7 +88,8 @@ std::vector<FunctionTarget> resolve_functions(const std::vector<std::string>& pa
           if (seen.insert(name).second) out.push_back({name, false});
         }
       if (matched == 0)
-        throw Error("no traceable kernel function matches '" + pattern + "' (see " + list_path + ")");
+        throw Error("no traceable kernel function matches '" + pattern + "' (see " + list_path +
+                    ")");
     }
     if (out.size() > kMaxFunctions)
       throw Error("-f '" + pattern + "' brings the functions to trace to " +
@@ -105,7 +108,9 @@ std::vector<int> parse_cpu_list(const std::string& list) {
     auto dash = part.find('-');
     int lo = 0, hi = 0;
     auto bad = [&] { throw Error("cannot parse CPU list '" + list + "'"); };
-    if (std::from_chars(part.data(), part.data() + (dash == std::string::npos ? part.size() : dash), lo).ec != std::errc{})
+    if (std::from_chars(part.data(), part.data() + (dash == std::string::npos ? part.size() : dash),
+                        lo)
+            .ec != std::errc{})
       bad();
     hi = lo;
     if (dash != std::string::npos &&

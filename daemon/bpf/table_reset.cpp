@@ -116,8 +116,9 @@ Snapshot BpfSession::reset() {
   table_.clear();
   store_.clear();
   if (!wait_grace_period())
-    throw Error(std::string(kNoMembarrier) + ": " + std::strerror(errno) +
-                "; the table was cleared and left resetting: reset again or restart stackmapd to finish");
+    throw Error(
+        std::string(kNoMembarrier) + ": " + std::strerror(errno) +
+        "; the table was cleared and left resetting: reset again or restart stackmapd to finish");
   consumer_.set_epoch(ended + 1);
   set_state((ended + 1) << 1);
   if (!wait_grace_period())

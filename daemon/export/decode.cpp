@@ -20,7 +20,8 @@ namespace stackmapd {
 bool is_json_export(const std::string& path) {
   std::ifstream in(path);
   char c = 0;
-  while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {}
+  while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {
+  }
   return in && (c == '{' || c == '[');
 }
 
@@ -30,7 +31,8 @@ void decode(const DecodeOptions& o, std::ostream& out) {
   const std::string title = std::filesystem::path(o.file).filename().string();
   if (is_json_export(o.file)) {
     if (o.folded.empty() && o.svg.empty())
-      throw Error(o.file + " is a JSON export: decode reads it for --folded and --svg only; "
+      throw Error(o.file +
+                  " is a JSON export: decode reads it for --folded and --svg only; "
                   "for text, decode its stack_map_bin");
     std::ifstream in(o.file);
     std::stringstream text;

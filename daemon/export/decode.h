@@ -15,12 +15,12 @@
 namespace stackmapd {
 
 struct DecodeOptions {
-  std::string file;            // stack_map_bin, or stack_map.json for --folded/--svg
-  bool json = false;           // --json: format_stacks_json instead of the stack_map text
-  std::string folded;          // --folded FILE, "-": to `out` instead of the text
-  std::string svg;             // --svg FILE
-  std::optional<size_t> top;   // only the N stacks with the highest ref_count
-  OfflineSymbols symbols;      // --kallsyms, --vmlinux, --kernel-info
+  std::string file;           // stack_map_bin, or stack_map.json for --folded/--svg
+  bool json = false;          // --json: format_stacks_json instead of the stack_map text
+  std::string folded;         // --folded FILE, "-": to `out` instead of the text
+  std::string svg;            // --svg FILE
+  std::optional<size_t> top;  // only the N stacks with the highest ref_count
+  OfflineSymbols symbols;     // --kallsyms, --vmlinux, --kernel-info
 };
 
 // Writes what `options` asks for to `out` and to its --folded/--svg files.

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "daemon/sys/error.h"
 #include "daemon/export/flamegraph.h"
 #include "daemon/export/fsmb.h"
 #include "daemon/symbols/kallsyms.h"
+#include "daemon/sys/error.h"
 
 namespace stackmapd {
 
@@ -43,8 +43,11 @@ json stack_json(const StackRecord& s, const Kallsyms* ksyms) {
     ips.push_back(hex(ip));
     syms.push_back(symbolize(ip, ksyms));
   }
-  return json{{"stack_id", s.stack_id}, {"ref_count", s.ref_count}, {"depth", s.ips.size()},
-              {"ips", ips}, {"symbols", syms}};
+  return json{{"stack_id", s.stack_id},
+              {"ref_count", s.ref_count},
+              {"depth", s.ips.size()},
+              {"ips", ips},
+              {"symbols", syms}};
 }
 
 const char* counter_name(int c) {
@@ -124,8 +127,11 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms) {
   for (const auto& [name, value] : extra_stats(st)) stats[name] = value;
   json stacks = json::array();
   for (const auto& s : snap.stacks) stacks.push_back(stack_json(s, ksyms));
-  json doc{{"bits", snap.bits},     {"hash_seed", snap.hash_seed}, {"table_size", st.table_size},
-           {"stats", stats},        {"stacks", stacks}};
+  json doc{{"bits", snap.bits},
+           {"hash_seed", snap.hash_seed},
+           {"table_size", st.table_size},
+           {"stats", stats},
+           {"stacks", stacks}};
   if (!snap.kernel.release.empty())
     doc["kernel"] = {{"release", snap.kernel.release},
                      {"build_id", snap.kernel.build_id},
@@ -214,10 +220,8 @@ void write_file_atomic(const std::string& path, const std::string& content, mode
 
 void write_flame_outputs(const std::vector<SymbolizedStack>& stacks, const std::string& folded,
                          const std::string& svg, const std::string& title, std::ostream& out) {
-  if (folded == "-")
-    out << format_folded(stacks);
-  else if (!folded.empty())
-    write_file_atomic(folded, format_folded(stacks), 0640);
+  if (folded == "-") out << format_folded(stacks);
+  else if (!folded.empty()) write_file_atomic(folded, format_folded(stacks), 0640);
   if (!svg.empty()) {
     FlameGraphOptions opt;
     opt.title = title;

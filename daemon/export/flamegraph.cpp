@@ -8,9 +8,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "daemon/sys/error.h"
 #include "daemon/export/exports.h"
 #include "daemon/symbols/kallsyms.h"
+#include "daemon/sys/error.h"
 
 namespace stackmapd {
 
@@ -247,8 +247,7 @@ std::vector<SymbolizedStack> symbolize_stacks(const std::vector<StackRecord>& st
     sym.frames.reserve(s.ips.size());
     for (uint64_t ip : s.ips) {
       const auto match = ksyms ? ksyms->lookup(ip) : std::nullopt;
-      sym.frames.push_back(match ? frame_name(match->name, match->module)
-                                : symbolize(ip, nullptr));
+      sym.frames.push_back(match ? frame_name(match->name, match->module) : symbolize(ip, nullptr));
     }
     out.push_back(std::move(sym));
   }
@@ -351,12 +350,13 @@ std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
   const std::string w = std::to_string(width), h = std::to_string(height);
   std::string out;
   out += "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n";
-  out += "<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w +
-         "\" height=\"" + h + "\" viewBox=\"0 0 " + w + " " + h + "\" data-xpad=\"" +
-         std::to_string(kXPad) + "\" data-glyph=\"" + fixed(kFontSize * kFontWidth, 2) + "\">\n";
-  out += "<defs><linearGradient id=\"background\" x1=\"0\" x2=\"0\" y1=\"0\" y2=\"1\">"
-         "<stop stop-color=\"#eeeeee\" offset=\"5%\"/><stop stop-color=\"#eeeeb0\" offset=\"95%\"/>"
-         "</linearGradient></defs>\n";
+  out += "<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" +
+         h + "\" viewBox=\"0 0 " + w + " " + h + "\" data-xpad=\"" + std::to_string(kXPad) +
+         "\" data-glyph=\"" + fixed(kFontSize * kFontWidth, 2) + "\">\n";
+  out +=
+      "<defs><linearGradient id=\"background\" x1=\"0\" x2=\"0\" y1=\"0\" y2=\"1\">"
+      "<stop stop-color=\"#eeeeee\" offset=\"5%\"/><stop stop-color=\"#eeeeb0\" offset=\"95%\"/>"
+      "</linearGradient></defs>\n";
   out += "<style>text{font-family:Verdana,\"DejaVu Sans\",sans-serif;font-size:" +
          std::to_string(kFontSize) +
          "px;fill:#000}#title{text-anchor:middle;font-size:17px}#unzoom{cursor:pointer}"
@@ -372,8 +372,8 @@ std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
          (root.count ? " " : "No stacks recorded") + "</text>\n";
   out += "<g id=\"frames\">\n";
   for (const Frame& f : frames) {
-    const double share = 100.0 * static_cast<double>(f.node->count) /
-                         static_cast<double>(root.count);
+    const double share =
+        100.0 * static_cast<double>(f.node->count) / static_cast<double>(root.count);
     const int y = height - kDetailsSpace - (f.depth + 1) * frame_h;
     out += "<g class=\"f\"><title>";
     append_xml(out, *f.name);
@@ -381,8 +381,7 @@ std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
     out += "<rect x=\"" + fixed(f.x, 2) + "\" y=\"" + std::to_string(y) + "\" width=\"" +
            fixed(f.width, 2) + "\" height=\"" + std::to_string(frame_h - 1) +
            "\" rx=\"2\" ry=\"2\" fill=\"" + warm_color(*f.name) + "\"/>";
-    out += "<text x=\"" + fixed(f.x + 3, 2) + "\" y=\"" +
-           std::to_string(y + frame_h - 5) + "\">";
+    out += "<text x=\"" + fixed(f.x + 3, 2) + "\" y=\"" + std::to_string(y + frame_h - 5) + "\">";
     append_xml(out, clip_label(*f.name, f.width));
     out += "</text></g>\n";
   }

@@ -44,9 +44,9 @@ std::string format_folded(const std::vector<StackRecord>& stacks, const Kallsyms
 
 struct FlameGraphOptions {
   std::string title = "Kernel stacks";
-  int width = 1200;            // px, the whole image
-  int frame_height = 16;       // px per stack level
-  double min_frame_px = 0.1;   // frames narrower than this (and all above them) are not drawn
+  int width = 1200;           // px, the whole image
+  int frame_height = 16;      // px per stack level
+  double min_frame_px = 0.1;  // frames narrower than this (and all above them) are not drawn
 };
 
 // A standalone SVG (no external resources): the merged call tree, root ("all") at the bottom,

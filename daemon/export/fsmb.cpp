@@ -72,8 +72,8 @@ std::string describe_bytes(std::string_view bytes) {
 }
 
 std::string record_position(uint32_t index, uint32_t nr_stacks, size_t offset) {
-  return "record " + std::to_string(index + 1) + " of " + std::to_string(nr_stacks) +
-         " at byte " + std::to_string(offset);
+  return "record " + std::to_string(index + 1) + " of " + std::to_string(nr_stacks) + " at byte " +
+         std::to_string(offset);
 }
 
 Error truncated_record(const std::string& name, uint32_t index, uint32_t nr_stacks, size_t offset,

@@ -8,8 +8,8 @@
 #include <sstream>
 #include <vector>
 
-#include "daemon/sys/error.h"
 #include "daemon/export/exports.h"
+#include "daemon/sys/error.h"
 
 namespace stackmapd {
 

@@ -8,9 +8,9 @@
 namespace stackmapd {
 
 struct StackRecord {
-  uint32_t stack_id = 0;        // hash-slot index: sparse, not 0..n-1
-  uint64_t ref_count = 0;       // exports that hold 32 bits saturate at UINT32_MAX
-  std::vector<uint64_t> ips;    // innermost frame first
+  uint32_t stack_id = 0;      // hash-slot index: sparse, not 0..n-1
+  uint64_t ref_count = 0;     // exports that hold 32 bits saturate at UINT32_MAX
+  std::vector<uint64_t> ips;  // innermost frame first
 };
 
 }  // namespace stackmapd

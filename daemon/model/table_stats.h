@@ -14,12 +14,12 @@ struct TableStats {
   uint32_t pool_size = 0;
   uint32_t table_size = 0;
   uint64_t resets = 0;
-  uint64_t events_total = 0;       // every event since load, counted apart from the outcomes
-  uint64_t past_events = 0;        // outcomes (hits + drops) of the epochs before this one
-  uint64_t verify_ok = 0;          // --verify samples whose frames equal the stored stack
+  uint64_t events_total = 0;  // every event since load, counted apart from the outcomes
+  uint64_t past_events = 0;   // outcomes (hits + drops) of the epochs before this one
+  uint64_t verify_ok = 0;     // --verify samples whose frames equal the stored stack
   uint64_t verify_mismatch = 0;
-  uint64_t stale_records = 0;      // records of an earlier epoch: 0 unless the reset protocol broke
-  uint64_t bad_records = 0;        // records the daemon could not resolve
+  uint64_t stale_records = 0;  // records of an earlier epoch: 0 unless the reset protocol broke
+  uint64_t bad_records = 0;    // records the daemon could not resolve
 
   uint64_t get(smt_counter c) const { return counters[c]; }
   uint64_t drops() const {

@@ -61,8 +61,9 @@ gid_t DaemonConfig::group_id() const {
 }
 
 DaemonConfig parse_daemon_args(std::vector<std::string> args) {
-  CLI::App parser{"stackmapd daemon: the service; options also go in the config file as key = value",
-                  "stackmapd daemon"};
+  CLI::App parser{
+      "stackmapd daemon: the service; options also go in the config file as key = value",
+      "stackmapd daemon"};
   DaemonConfig config;
   add_daemon_options(parser, config);
   parser.set_config("--config", kDefaultConfig, "Config file (read if present)");

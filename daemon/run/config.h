@@ -27,12 +27,12 @@ inline constexpr const char* kControlSocket = "control.sock";
 struct DaemonConfig : SessionOptions {
   DaemonConfig() { events = {"kmem:kmem_cache_alloc"}; }
 
-  double snapshot_interval = 10;          // seconds between export refreshes
+  double snapshot_interval = 10;                // seconds between export refreshes
   std::string export_dir = kDefaultRuntimeDir;  // also holds the control socket and lock
-  std::string export_group;               // may read exports and use the socket; empty: root only
-  std::string pin_dir = kDefaultPinDir;   // empty: do not pin (the table dies with the daemon)
-  bool keep_pins = false;                 // keep the table across a clean stop and start
-  uint64_t history_max_kb = 0;            // keep past stack_map_bin in export-dir/history; 0 = off
+  std::string export_group;              // may read exports and use the socket; empty: root only
+  std::string pin_dir = kDefaultPinDir;  // empty: do not pin (the table dies with the daemon)
+  bool keep_pins = false;                // keep the table across a clean stop and start
+  uint64_t history_max_kb = 0;           // keep past stack_map_bin in export-dir/history; 0 = off
   std::string config_path = kDefaultConfig;
 
   // Checks every value; throws Error naming the bad one.

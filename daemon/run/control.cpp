@@ -54,12 +54,11 @@ std::string seconds(std::chrono::milliseconds ms) {
 
 }  // namespace
 
-ControlServer::ControlServer(EventLoop& loop, const std::string& path, gid_t group,
-                             Handler handler)
+ControlServer::ControlServer(EventLoop& loop, const std::string& path, gid_t group, Handler handler)
     : ControlServer(loop, path, group, std::move(handler), Limits{}) {}
 
-ControlServer::ControlServer(EventLoop& loop, const std::string& path, gid_t group,
-                             Handler handler, Limits limits)
+ControlServer::ControlServer(EventLoop& loop, const std::string& path, gid_t group, Handler handler,
+                             Limits limits)
     : loop_(loop), path_(path), handler_(std::move(handler)), limits_(limits) {
   sockaddr_un addr = address(path);
   fd_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -115,7 +114,8 @@ void ControlServer::on_readable(uint64_t key) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // more later
     if (n < 0) return drop(key);
     if (n == 0)
-      return answer(key, false, "no request line received: the connection closed before a newline\n");
+      return answer(key, false,
+                    "no request line received: the connection closed before a newline\n");
     c.in.append(buf, static_cast<size_t>(n));
     size_t nl = c.in.find('\n');
     if (nl != std::string::npos) {
@@ -156,8 +156,8 @@ void ControlServer::answer(uint64_t key, bool ok, std::string text) {
 void ControlServer::on_writable(uint64_t key) {
   Client& c = clients_.at(key);
   while (c.sent < c.out.size()) {
-    ssize_t n = send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent,
-                     MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t n =
+        send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // POLLOUT later
     if (n <= 0) break;  // the client went away: nothing to tell it

@@ -41,8 +41,9 @@ void Foreground::run(const ForegroundBackend& backend, std::optional<double> dur
     watches.push_back(loop_.watch(backend.wakeup_fd, POLLIN, [&](short) { backend.drain(); }));
   // The BPF side submits without waking us (a wakeup costs more than the
   // stack): the timer is what drains in the common case.
-  timers.push_back(loop_.every(std::chrono::milliseconds(drain_interval_ms > 0 ? drain_interval_ms : 1),
-                               [&] { backend.drain(); }));
+  timers.push_back(
+      loop_.every(std::chrono::milliseconds(drain_interval_ms > 0 ? drain_interval_ms : 1),
+                  [&] { backend.drain(); }));
   if (backend.each_second)
     timers.push_back(loop_.every(std::chrono::seconds(1), [&] { backend.each_second(); }));
   if (duration_s)

@@ -22,8 +22,9 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
                             "kmem:kmem_cache_alloc)"
                           : "Tracepoints CATEGORY:NAME (repeatable)"));
   if (fg) {
-    app.add_option("-f,--function", o.functions,
-                   "Kernel function to record stacks on through fentry (repeatable, globs like 'vfs_*')");
+    app.add_option(
+        "-f,--function", o.functions,
+        "Kernel function to record stacks on through fentry (repeatable, globs like 'vfs_*')");
     app.add_option("--profile", o.profile_hz,
                    "Sample kernel stacks on every online CPU at HZ (like perf record -g -F HZ)")
         ->check(CLI::Range(1u, 100000u));
@@ -40,11 +41,12 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
                        fg ? "Also send the captured frames of 1 in N events and check them against "
                             "the stored stack (verify_ok/verify_mismatch in stack_map_stat)"
                           : "Check 1 in N events' frames against the table (0: off)"));
-  app.add_option("--pinned", o.pinned,
-                 fg ? "Use the programs and maps another loader (Android's bpfloader) pinned in DIR "
-                      "from stackmapd.o (share/stackmapd/bpfloader/) instead of loading our own"
-                    : "Use the programs and maps another loader (Android's bpfloader) pinned in DIR "
-                      "from stackmapd.o, instead of loading our own; pin-dir then does not apply");
+  app.add_option(
+      "--pinned", o.pinned,
+      fg ? "Use the programs and maps another loader (Android's bpfloader) pinned in DIR "
+           "from stackmapd.o (share/stackmapd/bpfloader/) instead of loading our own"
+         : "Use the programs and maps another loader (Android's bpfloader) pinned in DIR "
+           "from stackmapd.o, instead of loading our own; pin-dir then does not apply");
 }
 
 SessionConfig SessionOptions::session_config() const {

@@ -15,14 +15,14 @@
 #include <optional>
 
 #include "daemon/bpf/bpf_session.h"
-#include "daemon/run/control.h"
-#include "daemon/run/event_loop.h"
-#include "daemon/sys/runtime_lock.h"
-#include "daemon/sys/error.h"
+#include "daemon/bpf/preflight.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/history.h"
+#include "daemon/run/control.h"
+#include "daemon/run/event_loop.h"
 #include "daemon/symbols/kallsyms.h"
-#include "daemon/bpf/preflight.h"
+#include "daemon/sys/error.h"
+#include "daemon/sys/runtime_lock.h"
 
 namespace stackmapd {
 

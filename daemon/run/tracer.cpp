@@ -22,8 +22,10 @@ class HealthWatch {
     TableStats st = session.stats();
     if (st.pool_full() && !pool_warned_) {
       pool_warned_ = true;
-      spdlog::warn("element pool full ({} unique stacks): new stacks are dropped and counted; "
-                   "raise --bits", st.entries);
+      spdlog::warn(
+          "element pool full ({} unique stacks): new stacks are dropped and counted; "
+          "raise --bits",
+          st.entries);
     }
     if (st.get(SMC_DROP_RINGBUF_FULL) && !ring_warned_) {
       ring_warned_ = true;
@@ -66,8 +68,7 @@ Snapshot trace(TraceOptions options) {
   if (options.duration_s)
     spdlog::info("tracing {} for {} s (Ctrl-C stops early, SIGUSR1 resets)", names,
                  *options.duration_s);
-  else
-    spdlog::info("tracing {} until Ctrl-C or SIGTERM (SIGUSR1 resets)", names);
+  else spdlog::info("tracing {} until Ctrl-C or SIGTERM (SIGUSR1 resets)", names);
 
   HealthWatch health;
   ForegroundBackend backend;

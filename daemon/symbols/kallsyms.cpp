@@ -226,13 +226,15 @@ std::string Kallsyms::format(uint64_t ip) const {
 
 Kallsyms Kallsyms::rebased(uint64_t runtime_text) const {
   if (text_address_ == 0)
-    throw Error("the symbol table has no _text symbol, so the KASLR slide cannot be applied: "
-                "pass an unmodified kallsyms or vmlinux");
+    throw Error(
+        "the symbol table has no _text symbol, so the KASLR slide cannot be applied: "
+        "pass an unmodified kallsyms or vmlinux");
   const uint64_t slide = runtime_text - text_address_;  // modulo 2^64: either direction
   Kallsyms out;
   out.arena_ = arena_;
   for (const Symbol& s : symbols_)
-    if (s.module_len == 0) out.symbols_.push_back({s.addr + slide, s.name_offset, 0, s.name_len, 0});
+    if (s.module_len == 0)
+      out.symbols_.push_back({s.addr + slide, s.name_offset, 0, s.name_len, 0});
   // A slide keeps the order, except across the top of the address space.
   std::sort(out.symbols_.begin(), out.symbols_.end(),
             [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; });
@@ -241,7 +243,8 @@ Kallsyms Kallsyms::rebased(uint64_t runtime_text) const {
 }
 
 Kallsyms Kallsyms::from_vmlinux(const std::string& path) {
-  if (elf_version(EV_CURRENT) == EV_NONE) throw Error("libelf is unusable: " + std::string(elf_errmsg(-1)));
+  if (elf_version(EV_CURRENT) == EV_NONE)
+    throw Error("libelf is unusable: " + std::string(elf_errmsg(-1)));
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) throw Error(read_error(path, errno));
   Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);

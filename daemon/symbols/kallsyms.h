@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 // The symbols stage: turns the raw frames of a Snapshot into names for the exports
 // (daemon/export/). Kallsyms holds the kernel's text symbols, from /proc/kallsyms on this
-// machine, or offline (symbol_sources.h) from a saved kallsyms or a vmlinux moved by the KASLR slide
-// that kernel_info.h recorded. Frames print the way the kernel's %pS does. Loaded once into one
-// arena and binary-searched, since a kernel has ~200k symbols and every export symbolizes
+// machine, or offline (symbol_sources.h) from a saved kallsyms or a vmlinux moved by the KASLR
+// slide that kernel_info.h recorded. Frames print the way the kernel's %pS does. Loaded once into
+// one arena and binary-searched, since a kernel has ~200k symbols and every export symbolizes
 // thousands of frames.
 #pragma once
 

@@ -8,8 +8,8 @@
 #include <iterator>
 #include <sstream>
 
-#include "daemon/sys/error.h"
 #include "daemon/symbols/kallsyms.h"
+#include "daemon/sys/error.h"
 
 namespace stackmapd {
 
@@ -110,7 +110,8 @@ KernelInfo KernelInfo::parse(const std::string& text, const std::string& source)
     }
   }
   if (!have_text)
-    throw Error(source + " has no 'text 0x...' line: pass the stack_map.kernel written with the export");
+    throw Error(source +
+                " has no 'text 0x...' line: pass the stack_map.kernel written with the export");
   return info;
 }
 

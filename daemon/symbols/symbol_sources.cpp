@@ -27,8 +27,10 @@ std::optional<Kallsyms> load_host_symbols() {
 Kallsyms apply_kaslr_slide(Kallsyms table, const KernelInfo& info, const std::string& info_source,
                            const std::string& table_source) {
   if (info.text_address == 0) {
-    spdlog::warn("{}: the device did not record where _text was (kptr_restrict): assuming no "
-                 "KASLR slide", info_source);
+    spdlog::warn(
+        "{}: the device did not record where _text was (kptr_restrict): assuming no "
+        "KASLR slide",
+        info_source);
     return table;
   }
   if (info.text_address == table.text_address()) return table;
@@ -46,8 +48,8 @@ std::optional<Kallsyms> load_offline_symbols(const OfflineSymbols& from, const s
     return std::nullopt;
   }
   const std::string& table_source = from.vmlinux.empty() ? from.kallsyms : from.vmlinux;
-  Kallsyms table = from.vmlinux.empty() ? Kallsyms::load(from.kallsyms)
-                                        : Kallsyms::from_vmlinux(from.vmlinux);
+  Kallsyms table =
+      from.vmlinux.empty() ? Kallsyms::load(from.kallsyms) : Kallsyms::from_vmlinux(from.vmlinux);
   std::string info_path = from.kernel_info;
   if (info_path.empty()) {
     auto beside = std::filesystem::path(file).parent_path() / "stack_map.kernel";

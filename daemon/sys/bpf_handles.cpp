@@ -13,8 +13,8 @@
 namespace stackmapd {
 
 UniqueFd open_perf_event(perf_event_attr* attr, int cpu) {
-  return UniqueFd(static_cast<int>(
-      syscall(SYS_perf_event_open, attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)));
+  return UniqueFd(
+      static_cast<int>(syscall(SYS_perf_event_open, attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)));
 }
 
 PerfLink attach_perf_event(int prog_fd, UniqueFd perf, uint64_t cookie, const std::string& what) {

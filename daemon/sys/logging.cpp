@@ -14,10 +14,9 @@ namespace stackmapd {
 
 void setup_logging() {
   if (std::getenv("JOURNAL_STREAM"))
-    spdlog::set_default_logger(
-        std::make_shared<spdlog::logger>("stackmapd", std::make_shared<spdlog::sinks::systemd_sink_mt>()));
-  else
-    spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+        "stackmapd", std::make_shared<spdlog::sinks::systemd_sink_mt>()));
+  else spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));
   spdlog::set_pattern("stackmapd: %v");
   libbpf_set_print(libbpf_print);
 }

@@ -19,8 +19,7 @@ SignalFd::SignalFd(std::initializer_list<int> signals) {
 
 SignalFd::~SignalFd() { restore(); }
 
-SignalFd::SignalFd(SignalFd&& o) noexcept
-    : fd_(std::move(o.fd_)), set_(o.set_), old_(o.old_) {}
+SignalFd::SignalFd(SignalFd&& o) noexcept : fd_(std::move(o.fd_)), set_(o.set_), old_(o.old_) {}
 
 SignalFd& SignalFd::operator=(SignalFd&& o) noexcept {
   if (this != &o) {

@@ -16,9 +16,9 @@ namespace stackmapd {
 
 class SignalFd {
  public:
-  SignalFd() = default;  // takes nothing yet: see add()
+  SignalFd() = default;                                   // takes nothing yet: see add()
   explicit SignalFd(std::initializer_list<int> signals);  // throws Error
-  ~SignalFd();  // unblocks what it took
+  ~SignalFd();                                            // unblocks what it took
   SignalFd(SignalFd&& o) noexcept;
   SignalFd& operator=(SignalFd&& o) noexcept;
   SignalFd(const SignalFd&) = delete;

@@ -3,10 +3,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <spdlog/spdlog.h>
 
 #include <cerrno>
 #include <charconv>
@@ -22,7 +21,8 @@ namespace {
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -204,8 +204,7 @@ TracefsSession::TracefsSession(const std::vector<Tracepoint>& events, std::strin
     : events_(events) {
   if (root.empty()) root = find_root();
   if (root.empty())
-    throw Error(
-        "tracefs is not mounted: mount -t tracefs nodev /sys/kernel/tracing (as root)");
+    throw Error("tracefs is not mounted: mount -t tracefs nodev /sys/kernel/tracing (as root)");
   if (!exists(root + "/options/stackmap"))
     throw Error("this kernel has no ftrace stackmap (" + root +
                 "/options/stackmap is missing): boot a kernel with the series in "
@@ -232,8 +231,7 @@ TracefsSession::TracefsSession(const std::vector<Tracepoint>& events, std::strin
     write("options/stacktrace", "1");
     for (const auto& tp : events_) write("events/" + tp.category + "/" + tp.name + "/enable", "1");
     pipe_fd_ = ::open((dir_ + "/trace_pipe").c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (pipe_fd_ < 0)
-      throw Error("cannot open " + dir_ + "/trace_pipe: " + errno_text(errno));
+    if (pipe_fd_ < 0) throw Error("cannot open " + dir_ + "/trace_pipe: " + errno_text(errno));
     write("tracing_on", "1");
     attached_ = true;
   } catch (...) {
@@ -254,8 +252,9 @@ void TracefsSession::write(const std::string& rel, std::string_view value) const
   if (n != static_cast<ssize_t>(value.size()))
     throw Error("cannot write '" + std::string(value) + "' to " + path + ": " +
                 errno_text(n < 0 ? err : EIO) +
-                (err == ENOMEM ? " (not enough memory for the stack map: lower ftrace_stackmap.bits)"
-                               : ""));
+                (err == ENOMEM
+                     ? " (not enough memory for the stack map: lower ftrace_stackmap.bits)"
+                     : ""));
 }
 
 std::string TracefsSession::read(const std::string& rel) const {

@@ -27,7 +27,7 @@
 #endif
 
 /* slot.elt values besides 1 + pool index */
-#define SMT_ELT_NONE 0U          /* claimed, element not yet published */
+#define SMT_ELT_NONE 0U		 /* claimed, element not yet published */
 #define SMT_ELT_DEAD 0xffffffffU /* claimed when the pool was empty: skip it */
 
 /* One hash-table slot; its index is the stack_id. key 0 means free. */
@@ -47,7 +47,7 @@ struct smt_elt {
 
 /* Table-wide mutable state, written by the BPF side. */
 struct smt_shared {
-	__u32 next_elt;		/* pool elements handed out; may pass the pool size */
+	__u32 next_elt; /* pool elements handed out; may pass the pool size */
 	/* Reset protocol state, written by the daemon only: epoch << 1 | resetting
 	 * (see daemon/bpf/table_reset.cpp). */
 	__u32 state;
@@ -60,16 +60,16 @@ struct smt_shared {
 /* Outcome counters, kept per CPU and per epoch parity. Every event ends in
  * SMC_HITS or exactly one SMC_DROP_* counter of the epoch it read. */
 enum smt_counter {
-	SMC_HITS,		/* id recorded: the stack's ref_count was incremented */
-	SMC_INSERTS,		/* of those, stacks stored for the first time */
-	SMC_DROP_POOL_FULL,	/* new stack, element pool exhausted */
-	SMC_DROP_PROBE_LIMIT,	/* SMT_MAX_PROBES slots visited without a match */
-	SMC_DROP_BUSY,		/* matching slot still being written by another CPU */
-	SMC_DROP_STACK_ERROR,	/* bpf_get_stack() failed */
+	SMC_HITS,		  /* id recorded: the stack's ref_count was incremented */
+	SMC_INSERTS,		  /* of those, stacks stored for the first time */
+	SMC_DROP_POOL_FULL,	  /* new stack, element pool exhausted */
+	SMC_DROP_PROBE_LIMIT,	  /* SMT_MAX_PROBES slots visited without a match */
+	SMC_DROP_BUSY,		  /* matching slot still being written by another CPU */
+	SMC_DROP_STACK_ERROR,	  /* bpf_get_stack() failed */
 	SMC_DROP_NO_KERNEL_STACK, /* no kernel frames: a sample taken in user space */
-	SMC_DROP_RINGBUF_FULL,	/* no room for the id record: consumer too slow */
-	SMC_DROP_RESETTING,	/* arrived while the table was being reset */
-	SMC_DROP_NESTED,	/* programs nested deeper than SMT_MAX_NEST on one CPU */
+	SMC_DROP_RINGBUF_FULL,	  /* no room for the id record: consumer too slow */
+	SMC_DROP_RESETTING,	  /* arrived while the table was being reset */
+	SMC_DROP_NESTED,	  /* programs nested deeper than SMT_MAX_NEST on one CPU */
 	SMC_NR,
 };
 
@@ -86,8 +86,8 @@ struct smt_daemon_state {
 	__u32 layout_version;
 	__u32 bits;
 	__u64 resets;
-	__u64 past_events;	/* hits + drops of the epochs before this one */
-	__u64 baseline[2][SMC_NR];	/* counters at the start of each parity's epoch */
+	__u64 past_events;	   /* hits + drops of the epochs before this one */
+	__u64 baseline[2][SMC_NR]; /* counters at the start of each parity's epoch */
 };
 
 /* Everything the BPF program keeps besides the table: the .bss of the
@@ -101,13 +101,13 @@ struct smt_globals {
  * verifier prunes what is off), a one-entry array the daemon writes before
  * attaching in the bpfloader object, which has no global data. */
 struct smt_config {
-	__u64 wakeup_bytes;	/* ring-buffer fill that wakes the daemon early */
+	__u64 wakeup_bytes; /* ring-buffer fill that wakes the daemon early */
 	__u32 table_bits;
-	__u32 verify_every;	/* --verify N: 1 in N events also sends its frames */
-	__u32 trace_records;	/* --trace: smt_trace_record instead of smt_id_record */
-	__u32 filter_tgid;	/* --pid; 0 = every process */
-	__u32 filter_cpu;	/* --cpu; SMT_ANY_CPU = every CPU */
-	__u32 fentry_source;	/* source index of an fentry copy (one per function) */
+	__u32 verify_every;  /* --verify N: 1 in N events also sends its frames */
+	__u32 trace_records; /* --trace: smt_trace_record instead of smt_id_record */
+	__u32 filter_tgid;   /* --pid; 0 = every process */
+	__u32 filter_cpu;    /* --cpu; SMT_ANY_CPU = every CPU */
+	__u32 fentry_source; /* source index of an fentry copy (one per function) */
 };
 
 /* The table size of the object shipped for bpfloader, which sizes maps from
@@ -120,10 +120,9 @@ struct smt_config {
 #define SMT_STATE_RESETTING 1U
 #define SMT_STATE_EPOCH(state) ((state) >> 1)
 
-
 /* One per CPU and nesting level (see SMT_MAX_NEST). */
 struct smt_cpu_counters {
-	__u64 events;		/* every event of every epoch, counted apart */
+	__u64 events; /* every event of every epoch, counted apart */
 	__u64 epoch[2][SMC_NR];
 };
 
@@ -138,11 +137,11 @@ struct smt_id_record {
 struct smt_trace_record {
 	__u32 stack_id;
 	__u32 epoch;
-	__u64 ts_ns;		/* CLOCK_MONOTONIC */
+	__u64 ts_ns; /* CLOCK_MONOTONIC */
 	__u32 tgid;
 	__u32 tid;
 	__u16 cpu;
-	__u16 source;		/* index into the session's sources */
+	__u16 source; /* index into the session's sources */
 	char comm[16];
 	__u32 reserved;
 };

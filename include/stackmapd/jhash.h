@@ -99,8 +99,8 @@ SMT_INLINE __u32 smt_jhash2_ips(const __u64 *ips, __u32 nr, __u32 seed)
 	__u32 h;
 
 #define SMT_WORD_IPS(i)                                                 \
-	((i) & 1 ? (__u32)(ips[((i) >> 1) & (SMT_MAX_DEPTH - 1)] >> 32)  \
-		 : (__u32)ips[((i) >> 1) & (SMT_MAX_DEPTH - 1)])
+	((i)&1 ? (__u32)(ips[((i) >> 1) & (SMT_MAX_DEPTH - 1)] >> 32) : \
+		 (__u32)ips[((i) >> 1) & (SMT_MAX_DEPTH - 1)])
 	SMT_JHASH2_BODY(SMT_WORD_IPS, nr * 2, seed, 2 * SMT_MAX_DEPTH, h);
 #undef SMT_WORD_IPS
 	return h;

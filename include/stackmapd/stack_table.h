@@ -50,12 +50,11 @@
  * that address dependency orders the element reads after it. */
 #define smt_load32(p) (*(volatile __u32 *)(p))
 #else
-#define smt_cmpxchg32(p, o, n)                                                  \
-	({                                                                      \
-		__u32 o_ = (o);                                                 \
-		__atomic_compare_exchange_n((p), &o_, (n), 0, __ATOMIC_SEQ_CST, \
-					    __ATOMIC_SEQ_CST);                  \
-		o_;                                                             \
+#define smt_cmpxchg32(p, o, n)                                                                     \
+	({                                                                                         \
+		__u32 o_ = (o);                                                                    \
+		__atomic_compare_exchange_n((p), &o_, (n), 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+		o_;                                                                                \
 	})
 #define smt_xchg32(p, v) __atomic_exchange_n((p), (v), __ATOMIC_SEQ_CST)
 #define smt_fetch_add32(p, v) __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
@@ -84,8 +83,7 @@ SMT_INLINE __u32 smt_pool_size(__u32 bits)
  * Its ref_count keeps changing: read it with a relaxed atomic load.
  */
 SMT_INLINE const struct smt_elt *smt_published_elt(const struct smt_slot *slots,
-						   const struct smt_elt *pool,
-						   __u32 bits, __u32 id)
+						   const struct smt_elt *pool, __u32 bits, __u32 id)
 {
 	const struct smt_elt *e;
 	__u32 elt;
@@ -110,7 +108,7 @@ enum smt_status {
 	SMT_POOL_FULL,
 	SMT_PROBE_LIMIT,
 	SMT_BUSY,
-	SMT_MAP_ERROR,		/* a map lookup failed: cannot happen with sane sizes */
+	SMT_MAP_ERROR, /* a map lookup failed: cannot happen with sane sizes */
 };
 
 /*
@@ -123,20 +121,20 @@ struct smt_probe {
 	const __u64 *ips;
 	struct smt_shared *shared;
 	__u32 nr;
-	__u32 key;		/* jhash2 of the frames, never 0 */
+	__u32 key; /* jhash2 of the frames, never 0 */
 	__u32 bits;
-	__u32 home;		/* slot of step 0 */
-	__u32 idx;		/* the stack_id on SMT_FOUND and SMT_INSERTED */
+	__u32 home; /* slot of step 0 */
+	__u32 idx;  /* the stack_id on SMT_FOUND and SMT_INSERTED */
 	enum smt_status status;
 };
 
-SMT_INLINE void smt_probe_init(struct smt_probe *p, struct smt_shared *shared,
-			       const __u64 *ips, __u32 nr, __u32 bits, __u32 seed)
+SMT_INLINE void smt_probe_init(struct smt_probe *p, struct smt_shared *shared, const __u64 *ips,
+			       __u32 nr, __u32 bits, __u32 seed)
 {
 	__u32 key = smt_jhash2_ips(ips, nr, seed);
 
 	if (!key)
-		key = 1;	/* 0 marks a free slot */
+		key = 1; /* 0 marks a free slot */
 	p->ips = ips;
 	p->shared = shared;
 	p->nr = nr;
@@ -160,8 +158,7 @@ SMT_INLINE int smt_frames_equal(const struct smt_elt *e, const __u64 *ips, __u32
 	return 1;
 }
 
-SMT_INLINE int smt_insert_here(struct smt_table *t, struct smt_probe *p,
-			       struct smt_slot *slot)
+SMT_INLINE int smt_insert_here(struct smt_table *t, struct smt_probe *p, struct smt_slot *slot)
 {
 	__u32 eidx = smt_fetch_add32(&p->shared->next_elt, 1);
 	struct smt_elt *e;

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "daemon/sys/error.h"
 #include "daemon/export/fsmb.h"
+#include "daemon/sys/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

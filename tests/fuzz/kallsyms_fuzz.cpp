@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string_view>
 
-#include "daemon/sys/error.h"
 #include "daemon/symbols/kallsyms.h"
+#include "daemon/sys/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

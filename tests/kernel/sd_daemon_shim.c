@@ -35,8 +35,9 @@ int sd_notify(int unset_environment, const char *state)
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	ret = sendto(fd, state, strlen(state), MSG_NOSIGNAL,
-		     (struct sockaddr *)&sa, len) < 0 ? -errno : 1;
+	ret = sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa, len) < 0 ?
+		      -errno :
+		      1;
 	close(fd);
 	if (unset_environment)
 		unsetenv("NOTIFY_SOCKET");

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "daemon/sys/error.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/fsmb.h"
 #include "daemon/symbols/kallsyms.h"
+#include "daemon/sys/error.h"
 #include "daemon/tracefs/tracefs_session.h"
 
 extern char** environ;
@@ -76,7 +76,8 @@ int main() {
                                               {"sched", "sched_process_fork"}};
       TracefsSession session(events);
       instance = session.dir();
-      check(access((instance + "/trace_pipe").c_str(), R_OK) == 0, "instance " + instance + " created");
+      check(access((instance + "/trace_pipe").c_str(), R_OK) == 0,
+            "instance " + instance + " created");
       for (int i = 0; i < 200; ++i) {
         run_true();
         walk_proc();
@@ -102,9 +103,8 @@ int main() {
     check(snap.stacks.size() < pipe_ids, "deduplicated: " + std::to_string(snap.stacks.size()) +
                                              " stacks for " + std::to_string(pipe_ids) + " events");
     check(ts.bad_records == 0, "every id read resolves in stack_map_bin");
-    check(ts.get(SMC_HITS) == pipe_ids,
-          "kernel hits (" + std::to_string(ts.get(SMC_HITS)) + ") == ids read (" +
-              std::to_string(pipe_ids) + ")");
+    check(ts.get(SMC_HITS) == pipe_ids, "kernel hits (" + std::to_string(ts.get(SMC_HITS)) +
+                                            ") == ids read (" + std::to_string(pipe_ids) + ")");
     uint64_t refs = 0;
     bool sorted = true;
     for (size_t i = 0; i < snap.stacks.size(); ++i) {

@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
   const struct {
     const char* prefix;
     bpf_prog_type type;
-  } kinds[] = {{"tracepoint/", BPF_PROG_TYPE_TRACEPOINT}, {"perf_event/", BPF_PROG_TYPE_PERF_EVENT}};
+  } kinds[] = {{"tracepoint/", BPF_PROG_TYPE_TRACEPOINT},
+               {"perf_event/", BPF_PROG_TYPE_PERF_EVENT}};
   bpf_program* prog;
   bpf_object__for_each_program(prog, obj) {
     const std::string sec = bpf_program__section_name(prog);
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
   }
   std::vector<size_t> insns;
   bpf_object__for_each_program(prog, obj) insns.push_back(bpf_program__insn_cnt(prog));
-  if (int err = bpf_object__load(obj)) return fail("load failed: " + std::string(std::strerror(-err)));
+  if (int err = bpf_object__load(obj))
+    return fail("load failed: " + std::string(std::strerror(-err)));
   // bpfloader loads each section alone: refuse a program libbpf had to
   // append subprograms (.text) to.
   size_t i = 0;
