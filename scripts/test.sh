@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+scripts/format.sh --check   # the C and C++ sources follow .clang-format
 scripts/build.sh -DSTACKMAPD_WERROR=ON
 ctest --test-dir build --output-on-failure
 # The benchmark suite, every section once for seconds (~30 s, no apt when its
