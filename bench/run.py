@@ -204,12 +204,13 @@ def stop_proc(proc, sig=signal.SIGINT, timeout=None):
 
 
 class Stackmapd(Tracer):
-    def __init__(self, binary, name="stackmapd", events=(EVENT,), bits=14):
+    def __init__(self, binary, name="stackmapd", events=(EVENT,), bits=14, extra=()):
         self.binary, self.name, self.events, self.bits = binary, name, list(events), bits
+        self.extra = list(extra)
 
     def start(self):
         self.outdir = tempfile.mkdtemp(prefix="stackmapd-bench-")
-        cmd = [self.binary, "--output", self.outdir, "--bits", str(self.bits)]
+        cmd = [self.binary, "--output", self.outdir, "--bits", str(self.bits)] + self.extra
         for e in self.events:
             cmd += ["-e", e]
         self.stderr = open(os.path.join(self.outdir, "log"), "w")
@@ -600,12 +601,13 @@ def bench_compare(a, bins):
     """This build (A) against --baseline-stackmapd (B): one daemon at a time on the
     same tracepoint under the same pinned workload, in the order A B A B ...;
     per pair, the ratio A / B of each figure (< 1: this build costs less)."""
-    builds = (("current", bins["stackmapd"]), ("baseline", bins["baseline_stackmapd"]))
+    builds = (("current", bins["stackmapd"], a.current_args.split()),
+              ("baseline", bins["baseline_stackmapd"], a.baseline_args.split()))
     pairs = []
     for r in range(a.compare_rounds):
         pair = {}
-        for name, binary in builds:
-            t = Stackmapd(binary, name)
+        for name, binary, extra in builds:
+            t = Stackmapd(binary, name, extra=extra)
             t.start()
             try:
                 time.sleep(0.2)
@@ -630,7 +632,8 @@ def bench_compare(a, bins):
             r + 1, num(pair["current"]["ns_per_event"]), num(pair["baseline"]["ns_per_event"]),
             num(pair["ratio"]["ns_per_event"], 3), num(pair["ratio"]["ops_per_s"], 3)))
     res = {"order": "A B A B ... (A = this build, B = baseline), one daemon at a time",
-           "current": bins["stackmapd"], "baseline": bins["baseline_stackmapd"], "pairs": pairs}
+           "current": bins["stackmapd"], "baseline": bins["baseline_stackmapd"],
+           "current_args": a.current_args, "baseline_args": a.baseline_args, "pairs": pairs}
     for k, _, _ in COMPARE_FIGURES:
         res[k] = {n: summary([p[n][k] for p in pairs]) for n in ("current", "baseline")}
         res[k]["ratio"] = summary([p["ratio"][k] for p in pairs])
@@ -761,8 +764,11 @@ def markdown(res):
         obj = (f"; its BPF object {base['bpf_obj']} is "
                f"{'the one it embeds' if base.get('bpf_obj_embedded_in_binary') else 'NOT the one it embeds'}"
                if base.get("bpf_obj") else "")
-        L.append(f"**This build against the baseline** (`{c['baseline']}`{obj}; one daemon at a "
-                 f"time on `{EVENT}`, {len(c['pairs'])} pairs in the order A B A B ..., ratio "
+        args = "".join(f"; {who} with `{c.get(k)}`" for who, k in
+                       (("this build", "current_args"), ("the baseline", "baseline_args"))
+                       if c.get(k))
+        L.append(f"**This build against the baseline** (`{c['baseline']}`{obj}{args}; one daemon "
+                 f"at a time on `{EVENT}`, {len(c['pairs'])} pairs in the order A B A B ..., ratio "
                  "per pair; below 1 = this build costs less)")
         L.append("")
         L.append("| figure | this build | baseline | ratio this / baseline |")
@@ -935,6 +941,11 @@ def main():
     ap.add_argument("--baseline-bpf-obj", metavar="OBJ",
                     help="the baseline's BPF object (stackmapd.bpf.o): recorded by its sha256 and "
                          "checked to be the one embedded in --baseline-stackmapd")
+    ap.add_argument("--current-args", default="", metavar="ARGS",
+                    help="extra options for this build's daemon in section compare, e.g. "
+                         "'--by pid,cgroup,source'")
+    ap.add_argument("--baseline-args", default="", metavar="ARGS",
+                    help="extra options for the baseline's daemon in section compare")
     ap.add_argument("--compare-rounds", type=int, default=None,
                     help="A B pairs in the compare section (default 8, quick 4, smoke 1)")
     a = ap.parse_args()

@@ -98,9 +98,23 @@ static __always_inline struct smt_shared *daemon_shared(void)
 
 static __u32 replay_epoch;
 
+/* An event of one process and source, weight 1, as stackmapd.bpf.c sends it. */
+static __always_inline void fill_record(struct smt_event_record *rec, __u32 id, __u32 epoch)
+{
+	rec->stack_id = id;
+	rec->epoch = epoch;
+	rec->tgid = 1;
+	rec->tid = 1;
+	rec->cgroup_id = 1;
+	rec->weight = 1;
+	rec->name = 0;
+	rec->source = 0;
+	rec->cpu = 0;
+}
+
 static long replay_cb(__u32 i, void *ctx)
 {
-	struct smt_id_record *rec;
+	struct smt_event_record *rec;
 	__u32 n = replay_nr;
 
 	if (n == 0 || n > REPLAY_MAX)
@@ -114,8 +128,7 @@ static long replay_cb(__u32 i, void *ctx)
 	/* Hide k's range from clang so the mask below stays for the verifier. */
 	asm volatile("" : "+r"(k));
 	k &= REPLAY_MAX - 1;
-	rec->stack_id = replay_ids[k];
-	rec->epoch = replay_epoch;
+	fill_record(rec, replay_ids[k], replay_epoch);
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	submitted++;
 	return 0;
@@ -146,7 +159,7 @@ static long probe_step_cb(__u32 i, void *ctx)
 SEC("syscall")
 int insert_synthetic(void *ctx)
 {
-	struct smt_id_record *rec;
+	struct smt_event_record *rec;
 	struct synth_buf *buf;
 	struct smt_probe p;
 	__u32 zero = 0, n = synth_next, depth = synth_depth, state;
@@ -178,8 +191,7 @@ int insert_synthetic(void *ctx)
 		return 3;
 	}
 	synth_id = p.idx;
-	rec->stack_id = p.idx;
-	rec->epoch = SMT_STATE_EPOCH(state);
+	fill_record(rec, p.idx, SMT_STATE_EPOCH(state));
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }

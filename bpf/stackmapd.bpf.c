@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * stackmapd's event path: capture the kernel stack, find or insert it in the
- * shared lock-free table (include/stackmapd/stack_table.h), and send only its
- * id to the daemon through a ring buffer.
+ * shared lock-free table (include/stackmapd/stack_table.h), and send its id
+ * with who caused it (struct smt_event_record) to the daemon through a ring
+ * buffer; a thread name goes once, the first time it is seen.
  *
  * Order matters:
- *  1. reserve the ring-buffer record first, so a stack's ref_count is only
- *     incremented for an event whose id is then certainly delivered (the RFC
- *     counted hits for events it never recorded);
+ *  1. announce a new thread name, then reserve the event's record before
+ *     its stack is looked up, so a stack's ref_count is only incremented for
+ *     an event whose id is then certainly delivered (the RFC counted hits
+ *     for events it never recorded);
  *  2. read the reset state once; the daemon's reset waits out every program
  *     that may have read it live with an RCU grace period (membarrier), so
  *     the event path needs no barrier of its own (daemon/bpf/table_reset.cpp);
@@ -74,7 +76,8 @@ struct {
  * One buffer per CPU and nesting level: an fentry program may run inside a
  * tracepoint program's event, and a sampling one inside either. */
 struct stack_buf {
-	__u64 ips[SMT_MAX_DEPTH];
+	/* One frame more than is kept: a full buffer means a deeper stack. */
+	__u64 ips[SMT_MAX_DEPTH + 1];
 	__u32 verify_countdown;
 };
 
@@ -91,6 +94,15 @@ struct {
 	__type(value, __u32);
 	__uint(max_entries, 1);
 } nesting SEC(".maps");
+
+/* Thread name -> id; an id is announced in the ring before it is stored
+ * here, so whoever finds it here sends its events after the announcement. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct smt_comm);
+	__type(value, __u32);
+	__uint(max_entries, SMT_MAX_NAMES);
+} names SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -205,11 +217,87 @@ static __always_inline enum smt_counter drop_counter(enum smt_status s)
 	}
 }
 
-/* Sends the captured frames with the id, 1 in verify_every events. Returns
- * 0 when the plain record is to be sent instead. */
+/* The thread's name id, announcing a name seen for the first time. Called
+ * before the event's own record is reserved, so the announcement comes
+ * first in the ring. 0 when the name cannot be kept (counted). */
+static __always_inline __u32 thread_name(struct smt_globals *g, __u64 *cnt)
+{
+	struct smt_name_record *rec;
+	struct smt_comm key = {};
+	__u32 *known, id;
+
+	bpf_get_current_comm(key.comm, sizeof(key.comm));
+	known = bpf_map_lookup_elem(&names, &key);
+	if (known)
+		return *known;
+	rec = bpf_ringbuf_reserve(&ids, sizeof(*rec), 0);
+	if (!rec)
+		return 0; /* the event's own record will not fit either */
+	id = __sync_fetch_and_add(&g->shared.next_name, 1) + 1;
+	if (bpf_map_update_elem(&names, &key, &id, BPF_NOEXIST)) {
+		/* Another CPU announced it first, or the map is full. */
+		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
+		known = bpf_map_lookup_elem(&names, &key);
+		if (known)
+			return *known;
+		count(cnt, SMC_NAMES_FULL);
+		return 0;
+	}
+	rec->name = id;
+	rec->reserved = 0;
+	__builtin_memcpy(rec->comm, key.comm, sizeof(rec->comm));
+	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	return id;
+}
+
+/* The event's weight: 1, or the tracepoint field the cookie names (--sum).
+ * A negative signed value weighs 0. */
+static __always_inline __u64 event_weight(void *ctx, __u64 cookie)
+{
+	__u32 field = cookie >> 32, size = SMT_WEIGHT_SIZE(field), shift;
+	__u64 v = 0;
+
+	if (!size || size > 8)
+		return 1;
+	if (bpf_probe_read_kernel(&v, size, (char *)ctx + SMT_WEIGHT_OFFSET(field)))
+		return 0;
+	if (SMT_WEIGHT_SIGNED(field)) {
+		shift = 64 - 8 * size;
+		if ((__s64)(v << shift) < 0)
+			return 0;
+	}
+	return v;
+}
+
+/* Who and where, for an event of the current task. */
+static __always_inline void fill_event(struct smt_event_record *e, __u32 stack_id, __u32 epoch,
+				       __u32 name, __u32 source, __u64 weight)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	e->stack_id = stack_id;
+	e->epoch = epoch;
+	e->tgid = id >> 32;
+	e->tid = (__u32)id;
+	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->weight = weight;
+	e->name = name;
+	e->source = source;
+	e->cpu = bpf_get_smp_processor_id();
+}
+
+static __always_inline __u64 wakeup_flags(const volatile struct smt_config *cfg)
+{
+	return bpf_ringbuf_query(&ids, BPF_RB_AVAIL_DATA) >= cfg->wakeup_bytes ?
+		       BPF_RB_FORCE_WAKEUP :
+		       BPF_RB_NO_WAKEUP;
+}
+
+/* Sends the captured frames with the event, 1 in verify_every events.
+ * Returns 0 when the plain record is to be sent instead. */
 static __always_inline int submit_verify(const volatile struct smt_config *cfg,
-					 struct stack_buf *buf, struct smt_probe *p, __u32 epoch,
-					 __u64 flags)
+					 struct stack_buf *buf, struct smt_probe *p,
+					 const struct smt_event_record *e, __u64 flags)
 {
 	struct smt_verify_record *v;
 	__u32 every = cfg->verify_every;
@@ -220,8 +308,7 @@ static __always_inline int submit_verify(const volatile struct smt_config *cfg,
 	v = bpf_ringbuf_reserve(&ids, sizeof(*v), 0);
 	if (!v)
 		return 0;
-	v->stack_id = p->idx;
-	v->epoch = epoch;
+	v->event = *e;
 	v->nr = p->nr;
 	v->reserved = 0;
 	__builtin_memcpy(v->ips, buf->ips, sizeof(v->ips));
@@ -229,45 +316,56 @@ static __always_inline int submit_verify(const volatile struct smt_config *cfg,
 	return 1;
 }
 
-static __always_inline void fill_trace(struct smt_trace_record *t, struct smt_probe *p, __u32 epoch,
-				       __u32 source)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-
-	t->stack_id = p->idx;
-	t->epoch = epoch;
-	t->ts_ns = bpf_ktime_get_ns();
-	t->tgid = id >> 32;
-	t->tid = (__u32)id;
-	t->cpu = bpf_get_smp_processor_id();
-	t->source = source;
-	t->reserved = 0;
-	bpf_get_current_comm(t->comm, sizeof(t->comm));
-}
-
 /* The record's size must be a constant the verifier sees on each path. */
 static __always_inline void *reserve_record(__u32 trace)
 {
 	if (trace)
 		return bpf_ringbuf_reserve(&ids, sizeof(struct smt_trace_record), 0);
-	return bpf_ringbuf_reserve(&ids, sizeof(struct smt_id_record), 0);
+	return bpf_ringbuf_reserve(&ids, sizeof(struct smt_event_record), 0);
+}
+
+/* Captures the current stack into buf and finds or inserts it. Returns the
+ * drop counter of an event that ends here, or SMC_HITS. */
+static __always_inline enum smt_counter capture(void *ctx, const volatile struct smt_config *cfg,
+						struct smt_globals *g, struct stack_buf *buf,
+						__u32 skip, __u64 *cnt, struct smt_probe *p)
+{
+	long len = bpf_get_stack(ctx, buf->ips, sizeof(buf->ips), skip & BPF_F_SKIP_FIELD_MASK);
+	__u32 nr;
+
+	if (len < (long)sizeof(__u64))
+		return len == 0 ? SMC_DROP_NO_KERNEL_STACK : SMC_DROP_STACK_ERROR;
+	nr = len / sizeof(__u64);
+	if (nr > SMT_MAX_DEPTH) {
+		/* The RFC keeps the innermost frames of a deeper stack. */
+		nr = SMT_MAX_DEPTH;
+		count(cnt, SMC_TRUNCATED);
+	}
+	smt_probe_init(p, &g->shared, buf->ips, nr, cfg->table_bits, g->shared.hash_seed);
+	probe_table(p);
+	smt_probe_finish(p);
+	if (p->status != SMT_FOUND && p->status != SMT_INSERTED)
+		return drop_counter(p->status);
+	return SMC_HITS;
 }
 
 static __always_inline int record_in(void *ctx, const volatile struct smt_config *cfg,
-				     struct smt_globals *g, struct stack_buf *buf, __u32 source,
+				     struct smt_globals *g, struct stack_buf *buf, __u64 cookie,
 				     __u32 skip, struct smt_cpu_counters *cpu)
 {
-	__u32 state, epoch, trace = cfg->trace_records;
+	__u32 state, epoch, name, trace = cfg->trace_records;
+	struct smt_event_record *e;
+	enum smt_counter outcome;
 	struct smt_probe p;
 	__u64 flags, *cnt;
 	void *rec;
-	long len;
 
-	rec = reserve_record(trace);
-	cpu->events++;
 	state = *(volatile __u32 *)&g->shared.state;
 	epoch = SMT_STATE_EPOCH(state);
 	cnt = cpu->epoch[epoch & 1];
+	name = thread_name(g, cnt);
+	rec = reserve_record(trace);
+	cpu->events++;
 	if (!rec) {
 		count(cnt, SMC_DROP_RINGBUF_FULL);
 		return 0;
@@ -277,34 +375,22 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 		count(cnt, SMC_DROP_RESETTING);
 		return 0;
 	}
-	len = bpf_get_stack(ctx, buf->ips, sizeof(buf->ips), skip & BPF_F_SKIP_FIELD_MASK);
-	if (len < (long)sizeof(__u64)) {
+	outcome = capture(ctx, cfg, g, buf, skip, cnt, &p);
+	if (outcome != SMC_HITS) {
 		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
-		count(cnt, len == 0 ? SMC_DROP_NO_KERNEL_STACK : SMC_DROP_STACK_ERROR);
+		count(cnt, outcome);
 		return 0;
 	}
 
-	smt_probe_init(&p, &g->shared, buf->ips, len / sizeof(__u64), cfg->table_bits,
-		       g->shared.hash_seed);
-	probe_table(&p);
-	smt_probe_finish(&p);
-	if (p.status != SMT_FOUND && p.status != SMT_INSERTED) {
-		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
-		count(cnt, drop_counter(p.status));
-		return 0;
-	}
-
-	flags = bpf_ringbuf_query(&ids, BPF_RB_AVAIL_DATA) >= cfg->wakeup_bytes ?
-			BPF_RB_FORCE_WAKEUP :
-			BPF_RB_NO_WAKEUP;
+	flags = wakeup_flags(cfg);
+	e = rec; /* every record starts with the event */
+	fill_event(e, p.idx, epoch, name, (__u32)cookie, event_weight(ctx, cookie));
 	if (trace) {
-		fill_trace(rec, &p, epoch, source);
+		((struct smt_trace_record *)rec)->ts_ns = bpf_ktime_get_ns();
 		bpf_ringbuf_submit(rec, flags);
-	} else if (submit_verify(cfg, buf, &p, epoch, flags)) {
+	} else if (submit_verify(cfg, buf, &p, e, flags)) {
 		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
 	} else {
-		((struct smt_id_record *)rec)->stack_id = p.idx;
-		((struct smt_id_record *)rec)->epoch = epoch;
 		bpf_ringbuf_submit(rec, flags);
 	}
 	count(cnt, SMC_HITS);
@@ -313,47 +399,63 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 	return 0;
 }
 
+/* The nesting level's buffers for one program run, or NULL when programs
+ * nest deeper than any context can (counted, atomically, in the last level,
+ * which its rightful user may be updating). Pair with leave_level(). */
+static __always_inline __u32 *enter_level(struct smt_globals *g, struct stack_buf **buf,
+					  struct smt_cpu_counters **cpu)
+{
+	__u32 zero = 0, level, last = SMT_MAX_NEST - 1, *depth;
+
+	depth = bpf_map_lookup_elem(&nesting, &zero);
+	if (!depth)
+		return NULL;
+	/* Plain increments are enough: whatever interrupts us on this CPU
+	 * restores the depth before we resume. */
+	level = (*depth)++;
+	*buf = bpf_map_lookup_elem(&scratch, &level);
+	*cpu = bpf_map_lookup_elem(&counters, &level);
+	if (*buf && *cpu)
+		return depth;
+	*cpu = bpf_map_lookup_elem(&counters, &last);
+	if (*cpu) {
+		__sync_fetch_and_add(&(*cpu)->events, 1);
+		__sync_fetch_and_add(
+			&(*cpu)->epoch[SMT_STATE_EPOCH(g->shared.state) & 1][SMC_DROP_NESTED], 1);
+	}
+	(*depth)--;
+	return NULL;
+}
+
+static __always_inline void leave_level(__u32 *depth)
+{
+	(*depth)--;
+}
+
+static __always_inline int filtered_out(const volatile struct smt_config *cfg)
+{
+	if (cfg->filter_tgid && bpf_get_current_pid_tgid() >> 32 != cfg->filter_tgid)
+		return 1;
+	return cfg->filter_cpu != SMT_ANY_CPU && bpf_get_smp_processor_id() != cfg->filter_cpu;
+}
+
 /* skip: frames above the traced code (see stackmapd_fentry). */
-static __always_inline int record_stack(void *ctx, __u32 source, __u32 skip)
+static __always_inline int record_stack(void *ctx, __u64 cookie, __u32 skip)
 {
 	const volatile struct smt_config *cfg = get_config();
 	struct smt_globals *g = get_globals();
 	struct smt_cpu_counters *cpu;
 	struct stack_buf *buf;
-	__u32 zero = 0, level, *depth;
-	int ret = 0;
+	__u32 *depth;
 
-	if (!cfg || !g)
+	if (!cfg || !g || filtered_out(cfg))
 		return 0;
-	if (cfg->filter_tgid && bpf_get_current_pid_tgid() >> 32 != cfg->filter_tgid)
-		return 0;
-	if (cfg->filter_cpu != SMT_ANY_CPU && bpf_get_smp_processor_id() != cfg->filter_cpu)
-		return 0;
-	depth = bpf_map_lookup_elem(&nesting, &zero);
+	depth = enter_level(g, &buf, &cpu);
 	if (!depth)
 		return 0;
-	/* Plain increments are enough: whatever interrupts us on this CPU
-	 * restores the depth before we resume. */
-	level = (*depth)++;
-	buf = bpf_map_lookup_elem(&scratch, &level);
-	cpu = bpf_map_lookup_elem(&counters, &level);
-	if (buf && cpu) {
-		ret = record_in(ctx, cfg, g, buf, source, skip, cpu);
-	} else {
-		/* Deeper than any context can nest: count it, atomically, in
-		 * the last level, which its rightful user may be updating. */
-		__u32 last = SMT_MAX_NEST - 1;
-
-		cpu = bpf_map_lookup_elem(&counters, &last);
-		if (cpu) {
-			__sync_fetch_and_add(&cpu->events, 1);
-			__sync_fetch_and_add(
-				&cpu->epoch[SMT_STATE_EPOCH(g->shared.state) & 1][SMC_DROP_NESTED],
-				1);
-		}
-	}
-	(*depth)--;
-	return ret;
+	record_in(ctx, cfg, g, buf, cookie, skip, cpu);
+	leave_level(depth);
+	return 0;
 }
 
 /* bpfloader pins these as prog_stackmapd_tracepoint_stackmapd and
@@ -367,7 +469,7 @@ int stackmapd_tracepoint(void *ctx)
 SMT_SEC("perf_event/stackmapd", "perf_event")
 int stackmapd_profile(void *ctx)
 {
-	return record_stack(ctx, bpf_get_attach_cookie(ctx), 0);
+	return record_stack(ctx, (__u32)bpf_get_attach_cookie(ctx), 0);
 }
 
 #ifndef SMT_BPFLOADER
@@ -381,6 +483,137 @@ SEC("fentry")
 int stackmapd_fentry(__u64 *ctx)
 {
 	return record_stack(ctx, get_config()->fentry_source, SMT_FENTRY_SKIP);
+}
+
+/*
+ * --offcpu, on sched:sched_switch, where the current task is the one being
+ * switched out. One event per block: the stack and who are taken at
+ * switch-out and kept per thread; at switch-in the block ends, weighted by
+ * the time off the CPU. Each block ends in exactly one counter: a drop at
+ * switch-out, or a hit or drop at switch-in (a block shorter than
+ * min_block_ns is no event). Blocks still open when the session ends are
+ * closed by the daemon from this map.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH); /* preallocated: no allocation here */
+	__type(key, __u32);
+	__type(value, struct smt_offcpu_start);
+	__uint(max_entries, SMT_OFFCPU_THREADS);
+} offcpu_start SEC(".maps");
+
+static __always_inline __u32 read_u32_field(void *ctx, __u32 offset)
+{
+	__u32 v = 0;
+
+	bpf_probe_read_kernel(&v, sizeof(v), (char *)ctx + offset);
+	return v;
+}
+
+static __always_inline void switch_in(void *ctx, const volatile struct smt_config *cfg,
+				      struct smt_globals *g, struct smt_cpu_counters *cpu,
+				      __u64 now)
+{
+	__u32 tid = read_u32_field(ctx, cfg->next_pid_offset), state, epoch;
+	struct smt_offcpu_start *found, s;
+	struct smt_event_record *e;
+	__u64 *cnt;
+
+	found = bpf_map_lookup_elem(&offcpu_start, &tid);
+	if (!found)
+		return;
+	s = *found; /* the element is reused once deleted */
+	bpf_map_delete_elem(&offcpu_start, &tid);
+	if (now - s.ts_ns < cfg->min_block_ns)
+		return;
+	state = *(volatile __u32 *)&g->shared.state;
+	epoch = SMT_STATE_EPOCH(state);
+	cnt = cpu->epoch[epoch & 1];
+	cpu->events++;
+	/* A block that began before a reset names a stack of the old table. */
+	if ((state & SMT_STATE_RESETTING) || s.epoch != epoch) {
+		count(cnt, SMC_DROP_RESETTING);
+		return;
+	}
+	e = bpf_ringbuf_reserve(&ids, sizeof(*e), 0);
+	if (!e) {
+		count(cnt, SMC_DROP_RINGBUF_FULL);
+		return;
+	}
+	e->stack_id = s.stack_id;
+	e->epoch = epoch;
+	e->tgid = s.tgid;
+	e->tid = tid;
+	e->cgroup_id = s.cgroup_id;
+	e->weight = now - s.ts_ns;
+	e->name = s.name;
+	e->source = s.source;
+	e->cpu = s.cpu;
+	bpf_ringbuf_submit(e, wakeup_flags(cfg));
+	count(cnt, SMC_HITS);
+	if (s.inserted)
+		count(cnt, SMC_INSERTS);
+}
+
+static __always_inline void switch_out(void *ctx, const volatile struct smt_config *cfg,
+				       struct smt_globals *g, struct stack_buf *buf,
+				       struct smt_cpu_counters *cpu, __u32 source, __u64 now)
+{
+	__u64 id = bpf_get_current_pid_tgid(), *cnt;
+	__u32 tid = (__u32)id, state, epoch;
+	struct smt_offcpu_start s;
+	enum smt_counter outcome;
+	struct smt_probe p;
+
+	/* The idle task's waits are not blocks; an exiting thread's last. */
+	if (!tid || filtered_out(cfg) ||
+	    (read_u32_field(ctx, cfg->prev_state_offset) & SMT_PREV_STATE_EXITING))
+		return;
+	state = *(volatile __u32 *)&g->shared.state;
+	epoch = SMT_STATE_EPOCH(state);
+	cnt = cpu->epoch[epoch & 1];
+	s.name = thread_name(g, cnt);
+	if (state & SMT_STATE_RESETTING) {
+		cpu->events++;
+		count(cnt, SMC_DROP_RESETTING);
+		return;
+	}
+	outcome = capture(ctx, cfg, g, buf, 0, cnt, &p);
+	if (outcome != SMC_HITS) {
+		cpu->events++;
+		count(cnt, outcome);
+		return;
+	}
+	s.ts_ns = now;
+	s.cgroup_id = bpf_get_current_cgroup_id();
+	s.stack_id = p.idx;
+	s.epoch = epoch;
+	s.tgid = id >> 32;
+	s.cpu = bpf_get_smp_processor_id();
+	s.source = source;
+	s.inserted = p.status == SMT_INSERTED;
+	if (bpf_map_update_elem(&offcpu_start, &tid, &s, BPF_ANY)) {
+		cpu->events++;
+		count(cnt, SMC_DROP_OFFCPU_FULL);
+	}
+}
+
+SEC("tracepoint")
+int stackmapd_offcpu(void *ctx)
+{
+	const volatile struct smt_config *cfg = get_config();
+	struct smt_globals *g = get_globals();
+	__u64 now = bpf_ktime_get_ns();
+	struct smt_cpu_counters *cpu;
+	struct stack_buf *buf;
+	__u32 *depth;
+
+	depth = enter_level(g, &buf, &cpu);
+	if (!depth)
+		return 0;
+	switch_in(ctx, cfg, g, cpu, now);
+	switch_out(ctx, cfg, g, buf, cpu, (__u32)bpf_get_attach_cookie(ctx), now);
+	leave_level(depth);
+	return 0;
 }
 #endif
 

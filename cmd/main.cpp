@@ -11,6 +11,7 @@
 
 #include "daemon/bpf/pinning.h"
 #include "daemon/bpf/preflight.h"
+#include "daemon/export/breakdown.h"
 #include "daemon/export/decode.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/flamegraph.h"
@@ -59,10 +60,11 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt) {
     }
   }
   if (!tracefs) return trace(opt);
-  if (!args.functions.empty() || args.profile_hz || !args.trace.empty() || args.verify)
+  if (!args.functions.empty() || args.profile_hz || !args.trace.empty() || args.verify ||
+      !args.by.empty() || !args.sum.empty() || args.offcpu)
     throw Error(
-        "-f, --profile, --trace and --verify need the BPF backend: drop them for --backend "
-        "tracefs");
+        "-f, --profile, --trace, --verify, --by, --sum and --offcpu need the BPF backend: drop "
+        "them for --backend tracefs");
   if (args.bits != SMT_DEFAULT_BITS)
     spdlog::warn(
         "--bits does not apply to the tracefs backend: the kernel's table size is set "
@@ -73,6 +75,7 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt) {
 int run_trace(const TraceArgs& args) {
   // `--top N` alone asks the running daemon, like `stackmapd ctl top N`.
   if (args.top && args.events.empty() && args.functions.empty() && !args.profile_hz &&
+      args.by.empty() && args.sum.empty() && !args.offcpu &&
       args.output.empty() && !args.duration && args.trace.empty()) {
     if (auto reply = control_request(args.socket, "top " + std::to_string(*args.top))) {
       std::cout << *reply;
@@ -81,7 +84,7 @@ int run_trace(const TraceArgs& args) {
   }
   TraceOptions opt;
   opt.session = args.session_config();
-  if (opt.session.events.empty() && args.functions.empty() && !args.profile_hz)
+  if (opt.session.events.empty() && args.functions.empty() && !args.profile_hz && !args.offcpu)
     opt.session.events.push_back({"kmem", "kmem_cache_alloc"});
   opt.function_patterns = args.functions;
   opt.trace_path = args.trace;
@@ -107,10 +110,11 @@ int run_trace(const TraceArgs& args) {
     for (const auto& f : args.functions) title += (title.empty() ? "" : ", ") + f;
     if (args.profile_hz)
       title += (title.empty() ? "" : ", ") + ("profile " + std::to_string(args.profile_hz) + " Hz");
+    if (args.offcpu) title += (title.empty() ? "" : ", ") + std::string("off-CPU time");
     if (title.empty()) title = "kmem:kmem_cache_alloc";
-    write_flame_outputs(symbolize_stacks(snap.stacks, ks), args.folded, args.svg, title, std::cout);
+    write_flame_outputs(flame_stacks(snap, ks), args.folded, args.svg, title, std::cout);
   }
-  if (args.top) std::cout << format_top(snap.stacks, *args.top, ks);
+  if (args.top) std::cout << format_top(snap, *args.top, ks);
   else if (args.output.empty() && args.folded != "-")
     std::cout << format_stack_map(snap.stacks, ks);
   const TableStats& st = snap.stats;

@@ -60,6 +60,10 @@ Attachments::Attachments(const BpfObject& object, const SessionConfig& config)
     profile_source_ = static_cast<uint32_t>(sources_.size());
     sources_.push_back("profile");
   }
+  if (object_.offcpu_prog() >= 0) {
+    offcpu_source_ = static_cast<uint32_t>(sources_.size());
+    sources_.push_back("offcpu");
+  }
 }
 
 // Puts back the sources a failed attach added.
@@ -98,9 +102,27 @@ PerfLink Attachments::attach_tracepoint(const Tracepoint& tp) {
   if (!fd)
     throw Error("cannot open tracepoint " + tp.str() + ": " + std::strerror(errno) +
                 ": needs CAP_PERFMON (or root)");
-  // The cookie tells the shared program which source fired.
-  return attach_perf_event(object_.tracepoint_prog(), std::move(fd), source_of(tp.str()),
+  // The cookie tells the shared program which source fired and where its
+  // weight is.
+  return attach_perf_event(object_.tracepoint_prog(), std::move(fd),
+                           SMT_COOKIE(source_of(tp.str()), tp.weight_field),
                            "tracepoint " + tp.str());
+}
+
+PerfLink Attachments::attach_offcpu() const {
+  if (object_.offcpu_prog() < 0) return {};
+  const Tracepoint sched_switch{"sched", "sched_switch", 0};
+  perf_event_attr attr = {};
+  attr.size = sizeof(attr);
+  attr.type = PERF_TYPE_TRACEPOINT;
+  attr.config = tracepoint_id(sched_switch);
+  attr.sample_period = 1;
+  UniqueFd fd = open_perf_event(&attr, 0);
+  if (!fd)
+    throw Error(std::string("--offcpu: cannot open tracepoint sched:sched_switch: ") +
+                std::strerror(errno) + ": needs CAP_PERFMON (or root)");
+  return attach_perf_event(object_.offcpu_prog(), std::move(fd), offcpu_source_,
+                           "--offcpu on sched:sched_switch");
 }
 
 std::vector<PerfLink> Attachments::attach_profile() const {
@@ -144,8 +166,10 @@ void Attachments::attach() {
     if (skipped++ == 0) first_error = why;
   }
   std::vector<PerfLink> profile = attach_profile();
+  PerfLink offcpu = attach_offcpu();
 
   tracepoint_links_ = std::move(tracepoints);
+  offcpu_link_ = std::move(offcpu);
   for (size_t i = 0; i < functions_.size(); ++i) functions_[i].link = std::move(links[i]);
   profile_links_ = std::move(profile);
   attached_ = true;
@@ -175,6 +199,7 @@ void Attachments::reattach(const std::vector<Tracepoint>& events) {
 void Attachments::detach() {
   tracepoint_links_.clear();
   profile_links_.clear();
+  offcpu_link_ = {};
   for (auto& fn : functions_) fn.link.reset();
   attached_ = false;
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 // A session's event sources attached to its programs: one BPF link per
 // tracepoint (a perf event on CPU 0), one loaded copy of the object and its
-// link per fentry function, one perf link per sampled CPU. Attaching is all
+// link per fentry function, one perf link per sampled CPU, and --offcpu's
+// link on sched:sched_switch. Attaching is all
 // or nothing: what fails to attach leaves what was attached as it was.
 #pragma once
 
@@ -53,15 +54,18 @@ class Attachments {
   uint32_t source_of(const std::string& name);
   PerfLink attach_tracepoint(const Tracepoint& tp);
   std::vector<PerfLink> attach_profile() const;
+  PerfLink attach_offcpu() const;  // empty without --offcpu
 
   const BpfObject& object_;
   std::vector<Tracepoint> events_;
   std::map<std::string, PerfLink> tracepoint_links_;  // by "category:name"
   std::vector<Function> functions_;
   std::vector<PerfLink> profile_links_;
+  PerfLink offcpu_link_;
   uint32_t profile_hz_;
   uint32_t filter_cpu_;
   uint32_t profile_source_ = 0;
+  uint32_t offcpu_source_ = 0;
   std::vector<std::string> sources_;
   std::map<std::string, uint32_t> tracepoint_sources_;
   bool attached_ = false;

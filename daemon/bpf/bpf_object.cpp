@@ -30,7 +30,19 @@ smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_byt
   s.trace_records = c.trace;
   s.filter_tgid = c.filter_pid;
   s.filter_cpu = c.filter_cpu;
+  s.min_block_ns = c.offcpu ? c.offcpu->min_block_ns : 0;
+  s.next_pid_offset = c.offcpu ? c.offcpu->next_pid_offset : 0;
+  s.prev_state_offset = c.offcpu ? c.offcpu->prev_state_offset : 0;
   return s;
+}
+
+// A loader's names map outlives the daemon that knew its ids: start it empty.
+void clear_names(int names_fd) {
+  smt_comm key;
+  while (bpf_map_get_next_key(names_fd, nullptr, &key) == 0)
+    if (bpf_map_delete_elem(names_fd, &key) != 0)
+      throw Error("--pinned: cannot clear " + LoaderPins::map_pin("names") + ": " +
+                  errno_text(errno) + ": the daemon needs write access to the pinned maps");
 }
 
 StackmapdSkeleton open_skeleton(const SessionConfig& c) {
@@ -78,6 +90,7 @@ bool BpfObject::load_own(const SessionConfig& config) {
   skel_ = open_skeleton(config);
   bpf_program__set_autoload(skel_->progs.stackmapd_profile, config.profile_hz > 0);
   bpf_program__set_autoload(skel_->progs.stackmapd_fentry, false);
+  bpf_program__set_autoload(skel_->progs.stackmapd_offcpu, config.offcpu.has_value());
   bpf_map__set_max_entries(skel_->maps.slots, 2u << bits_);
   bpf_map__set_max_entries(skel_->maps.pool, 1u << bits_);
   bpf_map__set_max_entries(skel_->maps.ids, config.ringbuf_bytes);
@@ -109,8 +122,10 @@ bool BpfObject::load_own(const SessionConfig& config) {
   pool_fd_ = bpf_map__fd(skel_->maps.pool);
   counters_fd_ = bpf_map__fd(skel_->maps.counters);
   ids_fd_ = bpf_map__fd(skel_->maps.ids);
+  offcpu_start_fd_ = bpf_map__fd(skel_->maps.offcpu_start);
   tracepoint_prog_ = bpf_program__fd(skel_->progs.stackmapd_tracepoint);
   profile_prog_ = config.profile_hz ? bpf_program__fd(skel_->progs.stackmapd_profile) : -1;
+  offcpu_prog_ = config.offcpu ? bpf_program__fd(skel_->progs.stackmapd_offcpu) : -1;
   globals_ = &skel_->bss->globals;
   return take_over;
 }
@@ -122,6 +137,10 @@ void BpfObject::use_pins(const SessionConfig& config) {
     throw Error(
         "-f needs stackmapd's own BPF object (one fentry program per function); with "
         "--pinned use -e tracepoints or --profile");
+  if (config.offcpu)
+    throw Error(
+        "--offcpu needs stackmapd's own BPF object (its sched_switch program); drop --pinned "
+        "or --offcpu");
   if (config.profile_hz && pins_->profile_prog < 0)
     throw Error("--profile: " + config.pinned_dir + "/" +
                 LoaderPins::prog_pin("perf_event/stackmapd") +
@@ -137,6 +156,7 @@ void BpfObject::use_pins(const SessionConfig& config) {
   ids_fd_ = pins_->ids;
   tracepoint_prog_ = pins_->tracepoint_prog;
   profile_prog_ = pins_->profile_prog;
+  clear_names(pins_->names);
   long page = sysconf(_SC_PAGESIZE);
   pinned_globals_ = Mapping(pins_->globals, (sizeof(smt_globals) + page - 1) / page * page,
                             PROT_READ | PROT_WRITE, 0, "the pinned globals map");
@@ -190,6 +210,7 @@ StackmapdSkeleton BpfObject::load_function(const std::string& function, uint32_t
   obj->rodata->settings.fentry_source = source;
   bpf_program__set_autoload(obj->progs.stackmapd_tracepoint, false);
   bpf_program__set_autoload(obj->progs.stackmapd_profile, false);
+  bpf_program__set_autoload(obj->progs.stackmapd_offcpu, false);
   bpf_program__set_attach_target(obj->progs.stackmapd_fentry, 0, function.c_str());
   const std::pair<bpf_map*, bpf_map*> shared_maps[] = {{obj->maps.slots, skel_->maps.slots},
                                                        {obj->maps.pool, skel_->maps.pool},
@@ -197,6 +218,9 @@ StackmapdSkeleton BpfObject::load_function(const std::string& function, uint32_t
                                                        {obj->maps.scratch, skel_->maps.scratch},
                                                        {obj->maps.nesting, skel_->maps.nesting},
                                                        {obj->maps.ids, skel_->maps.ids},
+                                                       {obj->maps.names, skel_->maps.names},
+                                                       {obj->maps.offcpu_start,
+                                                        skel_->maps.offcpu_start},
                                                        {obj->maps.bss, skel_->maps.bss}};
   int err = 0;
   for (const auto& [mine, main] : shared_maps)

@@ -40,6 +40,9 @@ class BpfObject {
   int ids_fd() const { return ids_fd_; }
   int tracepoint_prog() const { return tracepoint_prog_; }
   int profile_prog() const { return profile_prog_; }  // -1 without --profile
+  int offcpu_prog() const { return offcpu_prog_; }    // -1 without --offcpu
+  // --offcpu: the threads switched out and not yet back (smt_offcpu_start by tid).
+  int offcpu_start_fd() const { return offcpu_start_fd_; }
   smt_globals* globals() const { return globals_; }
 
   // True when the table came from pins (ours, left by an earlier daemon or
@@ -75,7 +78,7 @@ class BpfObject {
   StackmapdSkeleton skel_;  // our own object, without --pinned
   Mapping pinned_globals_;  // --pinned: the globals map, mmapped
   int slots_fd_ = -1, pool_fd_ = -1, counters_fd_ = -1, ids_fd_ = -1;
-  int tracepoint_prog_ = -1, profile_prog_ = -1;
+  int tracepoint_prog_ = -1, profile_prog_ = -1, offcpu_prog_ = -1, offcpu_start_fd_ = -1;
   smt_globals* globals_ = nullptr;  // skel_'s .bss, or pinned_globals_
 };
 

@@ -7,6 +7,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
+#include <time.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -38,10 +41,14 @@ std::unique_ptr<BpfSession> BpfSession::load(const SessionConfig& config) {
 BpfSession::BpfSession(const SessionConfig& config, Stage stage)
     : object_(config),
       table_(object_),
-      store_(table_.table_size()),
+      store_(table_.table_size(), config.keys.empty() ? KeySpec::parse("pid,comm") : config.keys,
+             config.max_key_pairs),
       consumer_(object_.ids_fd(), table_, store_),
       attachments_(object_, config),
-      grace_period_(membarrier_global) {
+      grace_period_(membarrier_global),
+      keys_requested_(!config.keys.empty()),
+      weight_unit_(config.offcpu ? "ns" : config.sum_field),
+      min_block_ns_(config.offcpu ? config.offcpu->min_block_ns : 0) {
   // A table of our own is ours alone until pinned; one from pins is taken
   // over when attaching, when whoever used it before has let go.
   if (!object_.pinned_table()) start_fresh();
@@ -128,8 +135,33 @@ Snapshot BpfSession::snapshot() const {
   snap.bits = bits();
   snap.hash_seed = hash_seed_;
   snap.stats = stats();
-  snap.stacks = store_.snapshot();
+  snap.stacks = store_.snapshot(sources());
+  snap.keys = store_.keys();
+  snap.keys_requested = keys_requested_;
+  snap.weight_unit = weight_unit_;
+  snap.sources = sources();
   return snap;
+}
+
+void BpfSession::close_open_blocks() {
+  const int fd = object_.offcpu_start_fd();
+  if (fd < 0 || attachments_.attached()) return;
+  timespec now = {};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // bpf_ktime_get_ns()'s clock
+  const uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000u + now.tv_nsec;
+  std::vector<smt_event_record> blocks;
+  std::vector<bool> inserted;
+  uint32_t tid = 0;
+  for (const uint32_t* prev = nullptr; bpf_map_get_next_key(fd, prev, &tid) == 0; prev = &tid) {
+    smt_offcpu_start s;
+    if (bpf_map_lookup_elem(fd, &tid, &s) != 0 || s.ts_ns > now_ns ||
+        now_ns - s.ts_ns < min_block_ns_)
+      continue;
+    blocks.push_back({s.stack_id, s.epoch, s.tgid, tid, s.cgroup_id, now_ns - s.ts_ns, s.name,
+                      s.source, s.cpu});
+    inserted.push_back(s.inserted != 0);
+  }
+  consumer_.close_blocks(blocks, inserted);
 }
 
 }  // namespace stackmapd

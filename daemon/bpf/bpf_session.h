@@ -67,9 +67,10 @@ class BpfSession {
   // The session's event sources by index (smt_trace_record.source).
   const std::vector<std::string>& sources() const { return attachments_.sources(); }
   // Receives every --trace record of the current epoch, in ring order.
-  void set_trace_sink(std::function<void(const smt_trace_record&)> sink) {
-    consumer_.set_trace_sink(std::move(sink));
-  }
+  void set_trace_sink(RingConsumer::TraceSink sink) { consumer_.set_trace_sink(std::move(sink)); }
+  // --offcpu, once detached and drained: counts the blocks still open, up to
+  // now, so that a thread asleep at the end is not left out.
+  void close_open_blocks();
 
   // True when the table was taken over from pins left by an earlier daemon.
   bool resumed() const { return resumed_; }
@@ -134,6 +135,9 @@ class BpfSession {
   std::function<int()> grace_period_;
   uint32_t hash_seed_ = 0;
   bool resumed_ = false;
+  bool keys_requested_;      // --by given: the exports show the breakdown
+  std::string weight_unit_;  // --sum's field, "ns" for --offcpu; empty: unweighted
+  uint64_t min_block_ns_;
 };
 
 }  // namespace stackmapd

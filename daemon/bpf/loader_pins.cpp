@@ -69,6 +69,7 @@ LoaderPins::LoaderPins(const std::string& dir) : dir_(dir), lock_(lock_dir(dir))
   ids = open_map("ids", BPF_MAP_TYPE_RINGBUF, 0, 0);
   settings = open_map("settings", BPF_MAP_TYPE_ARRAY, sizeof(smt_config), 0);
   globals = open_map("globals", BPF_MAP_TYPE_ARRAY, sizeof(smt_globals), BPF_F_MMAPABLE);
+  names = open_map("names", BPF_MAP_TYPE_HASH, sizeof(uint32_t), 0);
   tracepoint_prog = open_prog("tracepoint/stackmapd", BPF_PROG_TYPE_TRACEPOINT, true);
   profile_prog = open_prog("perf_event/stackmapd", BPF_PROG_TYPE_PERF_EVENT, false);
 }

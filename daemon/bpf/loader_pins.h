@@ -30,7 +30,7 @@ class LoaderPins {
   static std::string map_pin(const std::string& map);
   static std::string prog_pin(const std::string& section);
 
-  int slots = -1, pool = -1, counters = -1, ids = -1, settings = -1, globals = -1;
+  int slots = -1, pool = -1, counters = -1, ids = -1, settings = -1, globals = -1, names = -1;
   int tracepoint_prog = -1;
   int profile_prog = -1;    // -1 when the loader left the sampling program out
   uint32_t bits = 0;        // from the pool's size, fixed when the object was built

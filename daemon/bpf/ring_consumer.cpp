@@ -29,7 +29,8 @@ RingConsumer::RingConsumer(int ring_fd, const TableView& table, StackStore& stor
                      "the BPF ring buffer's consumer page (the kernel must be 5.8+)"),
       producer_page_(ring_fd, page_size(), PROT_READ, page_size(),
                      "the BPF ring buffer's producer page (the kernel must be 5.8+)"),
-      ring_(ring_buffer__new(ring_fd, on_record, this, nullptr)) {
+      ring_(ring_buffer__new(ring_fd, on_record, this, nullptr)),
+      unnamed_(store.strings().intern("[unnamed]")) {
   if (!ring_)
     throw Error("cannot set up the ring-buffer consumer: " + std::string(std::strerror(errno)));
 }
@@ -38,25 +39,64 @@ uint64_t RingConsumer::consumer_pos() const { return load_pos(consumer_page_); }
 uint64_t RingConsumer::producer_pos() const { return load_pos(producer_page_); }
 int RingConsumer::wakeup_fd() const { return ring_buffer__epoll_fd(ring_.get()); }
 
-// The consumer's hot path: one array increment for a known id.
-void RingConsumer::count_id(uint32_t id, uint32_t epoch) {
-  if (epoch != epoch_) {
+// The consumer's hot path: one array access and a pair lookup for a known id.
+bool RingConsumer::count_event(const smt_event_record& e) {
+  if (e.epoch != epoch_) {
     ++stale_records_;
-    return;
+    return false;
   }
-  if (store_.count(id)) return;
+  const EventKey key = key_of(e);
+  if (store_.count(e.stack_id, key, e.weight)) return true;
   // First sight of this id: the table published it before the id was
   // submitted, so its frames are there to copy, once.
-  const smt_elt* e = table_.published_elt(id);
-  if (!e) {
+  const smt_elt* elt = table_.published_elt(e.stack_id);
+  if (!elt) {
     ++bad_records_;
-    return;
+    return false;
   }
-  store_.insert(id, std::vector<uint64_t>(e->ips, e->ips + e->nr));
+  store_.insert(e.stack_id, std::vector<uint64_t>(elt->ips, elt->ips + elt->nr), key, e.weight);
+  return true;
+}
+
+EventKey RingConsumer::key_of(const smt_event_record& e) {
+  const KeySpec& keys = store_.keys();
+  EventKey k;
+  k.pid = e.tgid;
+  k.tid = e.tid;
+  k.source = e.source;
+  k.cpu = e.cpu;
+  if (keys.has(KeyField::comm)) {
+    auto it = names_.find(e.name);
+    k.comm = it == names_.end() ? unnamed_ : it->second;
+  }
+  if (keys.has(KeyField::cgroup)) k.cgroup = cgroup_string(e.cgroup_id, false);
+  if (keys.has(KeyField::unit)) k.unit = cgroup_string(e.cgroup_id, true);
+  return k;
+}
+
+// Cgroups are named when first seen: by the end of the session one that
+// was removed meanwhile could no longer be.
+uint32_t RingConsumer::cgroup_string(uint64_t id, bool unit) {
+  auto it = cgroup_strings_.find(id);
+  if (it == cgroup_strings_.end()) {
+    const std::string& path = cgroups_.path(id);
+    StringTable& strings = store_.strings();
+    it = cgroup_strings_
+             .emplace(id, std::make_pair(strings.intern(path),
+                                         strings.intern(unit_of_cgroup(path))))
+             .first;
+  }
+  return unit ? it->second.second : it->second.first;
+}
+
+const std::string& RingConsumer::comm_of(uint32_t name) const {
+  auto it = names_.find(name);
+  return store_.strings().str(it == names_.end() ? unnamed_ : it->second);
 }
 
 void RingConsumer::check_sample(const smt_verify_record& v) {
-  const StackRecord* stored = store_.find(v.stack_id);
+  const uint32_t id = v.event.stack_id;
+  const StackRecord* stored = store_.find(id);
   bool same = stored && v.nr <= SMT_MAX_DEPTH && stored->ips.size() == v.nr &&
               std::equal(stored->ips.begin(), stored->ips.end(), v.ips);
   if (same) {
@@ -64,30 +104,43 @@ void RingConsumer::check_sample(const smt_verify_record& v) {
     return;
   }
   if (++verify_mismatch_ <= 10)
-    spdlog::warn("verify: stack_id {} holds a different stack than the event captured", v.stack_id);
+    spdlog::warn("verify: stack_id {} holds a different stack than the event captured", id);
 }
 
 int RingConsumer::on_record(void* ctx, void* data, size_t size) {
   auto* self = static_cast<RingConsumer*>(ctx);
   if (self->discarding_) return 0;
-  if (size == sizeof(smt_id_record)) {
-    smt_id_record r;
-    std::memcpy(&r, data, sizeof(r));
-    self->count_id(r.stack_id, r.epoch);
+  if (size == sizeof(smt_event_record)) {
+    smt_event_record e;
+    std::memcpy(&e, data, sizeof(e));
+    self->count_event(e);
+  } else if (size == sizeof(smt_name_record)) {
+    smt_name_record n;
+    std::memcpy(&n, data, sizeof(n));
+    const std::string_view comm(n.comm, strnlen(n.comm, sizeof(n.comm)));
+    self->names_[n.name] = self->store_.strings().intern(comm);
   } else if (size == sizeof(smt_trace_record)) {
     smt_trace_record t;
     std::memcpy(&t, data, sizeof(t));
-    self->count_id(t.stack_id, t.epoch);
-    if (t.epoch == self->epoch_ && self->trace_sink_) self->trace_sink_(t);
+    if (self->count_event(t.event) && self->trace_sink_)
+      self->trace_sink_(t, self->comm_of(t.event.name));
   } else if (size == sizeof(smt_verify_record)) {
     smt_verify_record v;
     std::memcpy(&v, data, sizeof(v));
-    self->count_id(v.stack_id, v.epoch);
-    if (v.epoch == self->epoch_) self->check_sample(v);
+    if (self->count_event(v.event)) self->check_sample(v);
   } else {
     ++self->bad_records_;
   }
   return 0;
+}
+
+void RingConsumer::close_blocks(const std::vector<smt_event_record>& blocks,
+                                const std::vector<bool>& inserted) {
+  for (size_t i = 0; i < blocks.size(); ++i)
+    if (count_event(blocks[i])) {
+      ++open_blocks_;
+      if (inserted[i]) ++open_inserts_;
+    }
 }
 
 size_t RingConsumer::drain(int timeout_ms) {
@@ -121,6 +174,10 @@ void RingConsumer::add_counts(TableStats& s) const {
   s.verify_mismatch += verify_mismatch_;
   s.stale_records += stale_records_;
   s.bad_records += bad_records_;
+  // Blocks closed here count as the BPF side counts the ones it closes.
+  s.counters[SMC_HITS] += open_blocks_;
+  s.counters[SMC_INSERTS] += open_inserts_;
+  s.offcpu_open += open_blocks_;
 }
 
 }  // namespace stackmapd

@@ -1,17 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
-// The daemon's end of the `ids` ring buffer: each record counts its stack_id
-// in the StackStore, and the first time an id is seen its frames are copied
-// once from the table's pool. Records of an ended epoch, ids that resolve to
-// no published stack and --verify samples are counted apart.
+// The daemon's end of the `ids` ring buffer: each event record counts in the
+// StackStore under its stack_id and key (who caused it: process, thread name,
+// cgroup, source, CPU), and the first time an id is seen its frames are
+// copied once from the table's pool. Name records give thread names their
+// ids before any event uses them. Records of an ended epoch, ids that
+// resolve to no published stack and --verify samples are counted apart.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "daemon/bpf/table_view.h"
 #include "daemon/model/stack_store.h"
 #include "daemon/model/table_stats.h"
+#include "daemon/symbols/cgroups.h"
 #include "daemon/sys/bpf_handles.h"
 #include "daemon/sys/mapping.h"
 #include "stackmapd/abi.h"
@@ -39,16 +46,23 @@ class RingConsumer {
   // Records of other epochs count as stale.
   void set_epoch(uint32_t epoch) { epoch_ = epoch; }
   uint32_t epoch() const { return epoch_; }
-  // Receives every --trace record of the current epoch, in ring order.
-  void set_trace_sink(std::function<void(const smt_trace_record&)> sink) {
-    trace_sink_ = std::move(sink);
-  }
-  // Adds the consumer's counts (verify, stale, bad records) to `s`.
+  // Receives every --trace record of the current epoch, in ring order, with
+  // its thread's name.
+  using TraceSink = std::function<void(const smt_trace_record&, const std::string& comm)>;
+  void set_trace_sink(TraceSink sink) { trace_sink_ = std::move(sink); }
+  // Counts --offcpu blocks still open when the session ends, as the BPF
+  // side would have at their end (records of the current epoch only).
+  void close_blocks(const std::vector<smt_event_record>& blocks,
+                    const std::vector<bool>& inserted);
+  // Adds the consumer's counts (verify, stale, bad records, open blocks) to `s`.
   void add_counts(TableStats& s) const;
 
  private:
   static int on_record(void* ctx, void* data, size_t size);
-  void count_id(uint32_t id, uint32_t epoch);
+  bool count_event(const smt_event_record& e);
+  EventKey key_of(const smt_event_record& e);
+  uint32_t cgroup_string(uint64_t id, bool unit);
+  const std::string& comm_of(uint32_t name) const;
   void check_sample(const smt_verify_record& v);
 
   const TableView& table_;
@@ -56,7 +70,13 @@ class RingConsumer {
   Mapping consumer_page_;
   Mapping producer_page_;
   RingBuffer ring_;
-  std::function<void(const smt_trace_record&)> trace_sink_;
+  TraceSink trace_sink_;
+  // BPF name id -> the store's string id; the id of "[unnamed]" for 0.
+  std::unordered_map<uint32_t, uint32_t> names_;
+  uint32_t unnamed_;
+  CgroupNames cgroups_;
+  // cgroup id -> string ids of its path and its systemd unit.
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cgroup_strings_;
   uint32_t epoch_ = 0;
   bool discarding_ = false;
   uint64_t consumed_ = 0;
@@ -64,6 +84,8 @@ class RingConsumer {
   uint64_t verify_mismatch_ = 0;
   uint64_t stale_records_ = 0;
   uint64_t bad_records_ = 0;
+  uint64_t open_blocks_ = 0;
+  uint64_t open_inserts_ = 0;
 };
 
 }  // namespace stackmapd

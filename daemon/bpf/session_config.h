@@ -6,10 +6,23 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include "daemon/bpf/sources.h"
+#include "daemon/model/attribution.h"
+#include "daemon/model/stack_store.h"
 #include "stackmapd/abi.h"
 
 namespace stackmapd {
+
+// --offcpu: the kernel stack where a thread is switched out, weighted by the
+// time until it runs again (sched:sched_switch).
+struct OffcpuConfig {
+  uint64_t min_block_ns = 0;  // shorter blocks are not counted
+  // Where sched_switch's record holds them (its tracefs format file).
+  uint16_t next_pid_offset = 0;
+  uint16_t prev_state_offset = 0;
+};
 
 struct SessionConfig {
   std::vector<Tracepoint> events;
@@ -21,6 +34,12 @@ struct SessionConfig {
   uint32_t bits = SMT_DEFAULT_BITS;
   uint32_t ringbuf_bytes = 8u << 20;  // power of two; 16 B per id
   uint32_t verify_every = 0;          // 1 in N events also sends its frames; 0 = off
+  // --by: what counts are kept per; empty: pid and comm, for --top only.
+  KeySpec keys;
+  uint32_t max_key_pairs = StackStore::kDefaultMaxKeyPairs;
+  // --sum: the field each tracepoint's weight comes from (Tracepoint::weight_field).
+  std::string sum_field;
+  std::optional<OffcpuConfig> offcpu;
   // Pin the table's maps here and take over a compatible table found there
   // (same ids and counts after a restart). Empty: nothing pinned.
   std::string pin_dir;

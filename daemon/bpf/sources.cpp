@@ -63,7 +63,7 @@ Tracepoint Tracepoint::parse(std::string_view spec) {
     throw Error("bad event '" + std::string(spec) +
                 "': use CATEGORY:NAME, e.g. kmem:kmem_cache_alloc (see "
                 "/sys/kernel/tracing/available_events)");
-  return Tracepoint{std::string(spec.substr(0, colon)), std::string(spec.substr(colon + 1))};
+  return Tracepoint{std::string(spec.substr(0, colon)), std::string(spec.substr(colon + 1)), 0};
 }
 
 std::vector<FunctionTarget> resolve_functions(const std::vector<std::string>& patterns,

@@ -13,6 +13,9 @@ namespace stackmapd {
 struct Tracepoint {
   std::string category;
   std::string name;
+  // Where --sum reads an event's weight: SMT_WEIGHT_FIELD(offset, size,
+  // signed) of its format file, carried in the link's cookie; 0: weight 1.
+  uint32_t weight_field = 0;
 
   // "CATEGORY:NAME"; throws Error naming the expected form.
   static Tracepoint parse(std::string_view spec);

@@ -62,6 +62,9 @@ const char* counter_name(int c) {
     case SMC_DROP_RINGBUF_FULL: return "drop_ringbuf_full";
     case SMC_DROP_RESETTING: return "drop_resetting";
     case SMC_DROP_NESTED: return "drop_nested";
+    case SMC_DROP_OFFCPU_FULL: return "drop_offcpu_full";
+    case SMC_TRUNCATED: return "truncated";
+    case SMC_NAMES_FULL: return "names_full";
   }
   return "unknown";
 }
@@ -73,7 +76,39 @@ std::vector<std::pair<const char*, uint64_t>> extra_stats(const TableStats& st) 
           {"verify_ok", st.verify_ok},
           {"verify_mismatch", st.verify_mismatch},
           {"stale_records", st.stale_records},
-          {"bad_records", st.bad_records}};
+          {"bad_records", st.bad_records},
+          {"key_pairs", st.key_pairs},
+          {"max_key_pairs", st.max_key_pairs},
+          {"key_overflow", st.key_overflow},
+          {"offcpu_open", st.offcpu_open}};
+}
+
+// --by's breakdown of one stack, and its --sum/--offcpu weight.
+void add_breakdown(const Snapshot& snap, const StackRecord& s, json& out) {
+  const bool weighted = !snap.weight_unit.empty();
+  if (weighted) out["sum"] = s.weight;
+  if (!snap.keys_requested) return;
+  json by = json::array();
+  for (const KeyCount& k : s.by) {
+    json entry = json::object();
+    if (k.other) entry["other"] = true;
+    for (KeyField f : k.other ? std::vector<KeyField>{} : snap.keys.fields) {
+      const char* name = key_name(f);
+      switch (f) {
+        case KeyField::pid: entry[name] = k.key.pid; break;
+        case KeyField::tid: entry[name] = k.key.tid; break;
+        case KeyField::cpu: entry[name] = k.key.cpu; break;
+        case KeyField::comm: entry[name] = k.key.comm; break;
+        case KeyField::cgroup: entry[name] = k.key.cgroup; break;
+        case KeyField::unit: entry[name] = k.key.unit; break;
+        case KeyField::source: entry[name] = k.key.source; break;
+      }
+    }
+    entry["count"] = k.count;
+    if (weighted) entry["sum"] = k.weight;
+    by.push_back(std::move(entry));
+  }
+  out["by"] = std::move(by);
 }
 
 }  // namespace
@@ -126,45 +161,27 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms) {
   for (int c = SMC_INSERTS; c < SMC_NR; ++c) stats[counter_name(c)] = st.counters[c];
   for (const auto& [name, value] : extra_stats(st)) stats[name] = value;
   json stacks = json::array();
-  for (const auto& s : snap.stacks) stacks.push_back(stack_json(s, ksyms));
+  for (const auto& s : snap.stacks) {
+    stacks.push_back(stack_json(s, ksyms));
+    add_breakdown(snap, s, stacks.back());
+  }
   json doc{{"bits", snap.bits},
            {"hash_seed", snap.hash_seed},
            {"table_size", st.table_size},
            {"stats", stats},
            {"stacks", stacks}};
+  doc["sources"] = snap.sources;
+  if (snap.keys_requested) {
+    json keys = json::array();
+    for (KeyField f : snap.keys.fields) keys.push_back(key_name(f));
+    doc["keys"] = std::move(keys);
+  }
+  if (!snap.weight_unit.empty()) doc["weight"] = snap.weight_unit;
   if (!snap.kernel.release.empty())
     doc["kernel"] = {{"release", snap.kernel.release},
                      {"build_id", snap.kernel.build_id},
                      {"text", hex(snap.kernel.text_address)}};
   return doc.dump(2) + "\n";
-}
-
-std::string format_top(const std::vector<StackRecord>& stacks, size_t n, const Kallsyms* ksyms) {
-  std::vector<const StackRecord*> order;
-  uint64_t total = 0;
-  for (const auto& s : stacks) {
-    order.push_back(&s);
-    total += s.ref_count;
-  }
-  n = std::min(n, order.size());
-  std::partial_sort(order.begin(), order.begin() + n, order.end(),
-                    [](const StackRecord* a, const StackRecord* b) {
-                      return a->ref_count != b->ref_count ? a->ref_count > b->ref_count
-                                                          : a->stack_id < b->stack_id;
-                    });
-  std::string out = std::to_string(total) + " events, " + std::to_string(stacks.size()) +
-                    " unique stacks; top " + std::to_string(n) + ":\n";
-  for (size_t i = 0; i < n; ++i) {
-    const StackRecord& s = *order[i];
-    char head[160];
-    snprintf(head, sizeof(head), "\n#%zu stack_id %u: %llu events (%.2f%%), depth %zu\n", i + 1,
-             s.stack_id, static_cast<unsigned long long>(s.ref_count),
-             total ? 100.0 * static_cast<double>(s.ref_count) / static_cast<double>(total) : 0.0,
-             s.ips.size());
-    out += head;
-    for (uint64_t ip : s.ips) out += "    " + symbolize(ip, ksyms) + "\n";
-  }
-  return out;
 }
 
 void prepare_output_dir(const std::string& dir) {

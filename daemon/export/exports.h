@@ -3,7 +3,8 @@
 // from the BPF session or the tracefs backend) and, when there are symbols,
 // a Kallsyms (daemon/symbols/) become the exports of DESIGN.md: stack_map
 // (text), stack_map_stat, stack_map_bin (FSMB v2, fsmb.h) and stack_map.json,
-// the --top view, and flame graphs (flamegraph.h). decode.h reads them back.
+// flame graphs (flamegraph.h); the --top view and the per-key breakdown are
+// in breakdown.h. decode.h reads them back.
 // Files are replaced atomically: written to a temporary file in the same
 // directory, then renamed.
 #pragma once
@@ -31,8 +32,6 @@ std::string format_stat(const TableStats& stats);
 std::string format_json(const Snapshot& snap, const Kallsyms* ksyms);
 // Stacks as JSON objects {stack_id, ref_count, depth, ips, symbols}.
 std::string format_stacks_json(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms);
-// The `n` most frequent stacks with their share of all events.
-std::string format_top(const std::vector<StackRecord>& stacks, size_t n, const Kallsyms* ksyms);
 
 // Creates `dir` if missing and proves it writable; throws Error naming the fix.
 void prepare_output_dir(const std::string& dir);

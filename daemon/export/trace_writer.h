@@ -25,11 +25,12 @@ class TraceWriter {
 
   // Names for smt_trace_record.source, once the session has attached.
   void set_sources(std::vector<std::string> sources) { sources_ = std::move(sources); }
-  void write(const smt_trace_record& r);
+  void write(const smt_trace_record& r, const std::string& comm);
   void finish();  // flushes; throws Error if anything failed to reach the file
   uint64_t lines() const { return lines_; }
 
-  static std::string format(const smt_trace_record& r, const std::string& source);
+  static std::string format(const smt_trace_record& r, const std::string& comm,
+                            const std::string& source);
 
  private:
   std::string path_;

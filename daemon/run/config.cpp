@@ -38,7 +38,8 @@ void add_daemon_options(CLI::App& app, DaemonConfig& c) {
 }  // namespace
 
 SessionConfig DaemonConfig::session() const {
-  if (events.empty()) throw Error("no events configured: set event = [\"kmem:kmem_cache_alloc\"]");
+  if (events.empty() && !offcpu)
+    throw Error("no events configured: set event = [\"kmem:kmem_cache_alloc\"] or offcpu = true");
   SessionConfig s = session_config();
   if (!(snapshot_interval >= 0.1 && snapshot_interval <= 86400))
     throw Error("snapshot-interval " + std::to_string(snapshot_interval) +

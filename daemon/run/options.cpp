@@ -41,6 +41,21 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
                        fg ? "Also send the captured frames of 1 in N events and check them against "
                             "the stored stack (verify_ok/verify_mismatch in stack_map_stat)"
                           : "Check 1 in N events' frames against the table (0: off)"));
+  shown(app.add_option("--by", o.by,
+                       "Keep counts per stack and KEYS, a comma list of pid, tid, comm, cgroup, "
+                       "unit (systemd), source, cpu (stack_map.json \"by\", --top, --folded)"));
+  shown(app.add_option("--sum", o.sum,
+                       "Weigh each event by this numeric field of its tracepoint (e.g. "
+                       "bytes_alloc); stacks are then ranked by the sum"));
+  shown(app.add_flag("--offcpu", o.offcpu,
+                     "Record the kernel stack where threads block (sched_switch), weighted by "
+                     "the time until they run again, like offcputime"));
+  app.add_option("--min-block-us", o.min_block_us,
+                 "With --offcpu: leave out blocks shorter than this (default 1)");
+  shown(app.add_option("--max-keys", o.max_keys,
+                       "Cap on distinct (stack, key) pairs; past it counts go to the stack's "
+                       "\"other\" entry (key_overflow in stack_map_stat)"),
+        true);
   app.add_option(
       "--pinned", o.pinned,
       fg ? "Use the programs and maps another loader (Android's bpfloader) pinned in DIR "
@@ -66,6 +81,23 @@ SessionConfig SessionOptions::session_config() const {
   s.ringbuf_bytes = ringbuf_bytes(ringbuf_kb);
   s.verify_every = verify;
   s.pinned_dir = pinned;
+  if (!by.empty()) s.keys = KeySpec::parse(by);
+  if (max_keys == 0)
+    throw Error("--max-keys 0: the cap on distinct (stack, key) pairs must be at least 1 (default " +
+                std::to_string(StackStore::kDefaultMaxKeyPairs) + ")");
+  s.max_key_pairs = max_keys;
+  s.sum_field = sum;
+  if (offcpu) {
+    if (profile_hz)
+      throw Error(
+          "--offcpu and --profile cannot be combined: a sampled stack has no time off the CPU; "
+          "run them as two sessions");
+    if (!sum.empty())
+      throw Error("--offcpu weighs each block by its time off the CPU: drop --sum " + sum);
+    s.offcpu = OffcpuConfig{uint64_t{min_block_us.value_or(1)} * 1000, 0, 0};
+  } else if (min_block_us) {
+    throw Error("--min-block-us applies to --offcpu only: add --offcpu or drop it");
+  }
   return s;
 }
 

@@ -29,6 +29,11 @@ struct SessionOptions {
   uint32_t ringbuf_kb = 8192;
   uint32_t verify = 0;
   std::string pinned;  // a loader's pins (Android's bpfloader)
+  std::string by;      // --by KEYS
+  std::string sum;     // --sum FIELD
+  bool offcpu = false;
+  std::optional<uint32_t> min_block_us;
+  uint32_t max_keys = StackStore::kDefaultMaxKeyPairs;
 
   // Every check of these values, for both commands; `functions` stay
   // patterns. Throws Error with one line naming the bad value and the fix.
@@ -37,9 +42,9 @@ struct SessionOptions {
 
 enum class Command { foreground, daemon };
 
-// Adds -e, --bits, --ringbuf-kb, --verify, --pinned, and for the foreground
-// -f, --profile, --pid, --cpu, bound to `options`; their defaults are what
-// `options` holds now.
+// Adds -e, --bits, --ringbuf-kb, --verify, --pinned, --by, --sum, --offcpu,
+// --min-block-us, --max-keys, and for the foreground -f, --profile, --pid,
+// --cpu, bound to `options`; their defaults are what `options` holds now.
 void add_session_options(CLI::App& app, SessionOptions& options, Command command);
 
 }  // namespace stackmapd

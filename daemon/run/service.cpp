@@ -16,10 +16,12 @@
 
 #include "daemon/bpf/bpf_session.h"
 #include "daemon/bpf/preflight.h"
+#include "daemon/export/breakdown.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/history.h"
 #include "daemon/run/control.h"
 #include "daemon/run/event_loop.h"
+#include "daemon/run/session_setup.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/runtime_lock.h"
@@ -75,7 +77,7 @@ class Service {
 // The first session, at start; reload() hands over to later ones.
 void Service::open_session() {
   SessionConfig sc = config_.session();
-  check_tracepoints(sc.events, mount_tracefs_events());
+  resolve_session_events(sc, mount_tracefs_events());
   std::unique_ptr<BpfSession> fresh = BpfSession::load(sc);
   fresh->attach();
   session_ = std::move(fresh);
@@ -131,10 +133,14 @@ std::string Service::reload() {
     spdlog::warn("export-dir changes only on restart: keeping {}", config_.export_dir);
   next.export_dir = config_.export_dir;
   SessionConfig sc = next.session();
-  check_tracepoints(sc.events, mount_tracefs_events());
+  resolve_session_events(sc, mount_tracefs_events());
+  // What the records mean or how they are kept changes only with a new session.
   const bool same_table = next.bits == config_.bits && next.ringbuf_kb == config_.ringbuf_kb &&
                           next.verify == config_.verify && next.pin_dir == config_.pin_dir &&
-                          next.pinned == config_.pinned;
+                          next.pinned == config_.pinned && next.by == config_.by &&
+                          next.sum == config_.sum && next.offcpu == config_.offcpu &&
+                          next.min_block_us == config_.min_block_us &&
+                          next.max_keys == config_.max_keys;
 
   sd_notify(0, "RELOADING=1");
   std::string how;
@@ -198,7 +204,7 @@ ControlReply Service::handle(const std::string& line) {
       size_t n = 20;
       if (line.size() > 4) n = std::stoul(line.substr(4));
       session_->drain(0);
-      return {true, format_top(session_->store().snapshot(), n, symbols())};
+      return {true, format_top(session_->snapshot(), n, symbols())};
     }
     if (line == "reset") return {true, reset()};
     if (line == "snapshot") {

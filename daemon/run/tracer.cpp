@@ -9,6 +9,7 @@
 #include "daemon/bpf/preflight.h"
 #include "daemon/export/trace_writer.h"
 #include "daemon/run/foreground.h"
+#include "daemon/run/session_setup.h"
 
 namespace stackmapd {
 
@@ -44,7 +45,7 @@ Snapshot trace(TraceOptions options) {
   check_privileges();
   check_btf();
   const std::string events_dir = mount_tracefs_events();
-  check_tracepoints(options.session.events, events_dir);
+  resolve_session_events(options.session, events_dir);
   options.session.functions = resolve_functions(
       options.function_patterns, std::filesystem::path(events_dir).parent_path().string());
   options.session.trace = !options.trace_path.empty();
@@ -55,7 +56,8 @@ Snapshot trace(TraceOptions options) {
   BpfSession session(options.session);
   if (writer) {
     writer->set_sources(session.sources());
-    session.set_trace_sink([&](const smt_trace_record& r) { writer->write(r); });
+    session.set_trace_sink(
+        [&](const smt_trace_record& r, const std::string& comm) { writer->write(r, comm); });
   }
   std::string names;
   for (const auto& source : session.sources()) {
@@ -84,6 +86,7 @@ Snapshot trace(TraceOptions options) {
   // Detach before the last drain so that the exports are one consistent cut.
   session.detach();
   session.drain(0);
+  session.close_open_blocks();
   if (writer) {
     writer->finish();
     spdlog::info("trace: {} events written to {}", writer->lines(),

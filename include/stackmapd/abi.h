@@ -54,7 +54,9 @@ struct smt_shared {
 	/* jhash2 seed, random per table: kept with the table (not in .rodata) so
 	 * a daemon that takes over pinned maps hashes into the same slots. */
 	__u32 hash_seed;
-	__u32 reserved;
+	/* Thread-name ids handed out (smt_name_record); kept with the table so
+	 * that ids never repeat within a pinned table's life. */
+	__u32 next_name;
 };
 
 /* Outcome counters, kept per CPU and per epoch parity. Every event ends in
@@ -70,15 +72,19 @@ enum smt_counter {
 	SMC_DROP_RINGBUF_FULL,	  /* no room for the id record: consumer too slow */
 	SMC_DROP_RESETTING,	  /* arrived while the table was being reset */
 	SMC_DROP_NESTED,	  /* programs nested deeper than SMT_MAX_NEST on one CPU */
+	SMC_DROP_OFFCPU_FULL,	  /* --offcpu: no room to remember a switched-out thread */
+	/* Not outcomes: facts about events counted in one of the above. */
+	SMC_TRUNCATED,	 /* stack deeper than SMT_MAX_DEPTH: its innermost frames kept */
+	SMC_NAMES_FULL,	 /* thread name not kept: SMT_MAX_NAMES names seen already */
 	SMC_NR,
 };
 
 #define SMC_FIRST_DROP SMC_DROP_POOL_FULL
-#define SMC_LAST_DROP SMC_DROP_NESTED
+#define SMC_LAST_DROP SMC_DROP_OFFCPU_FULL
 
 /* Bumped whenever the meaning of a map changes without its size changing: a
  * daemon finding pinned maps of another version starts clean. */
-#define SMT_LAYOUT_VERSION 2
+#define SMT_LAYOUT_VERSION 3
 
 /* The daemon's bookkeeping, kept beside the table (struct smt_globals) so that
  * it is pinned with it and survives a daemon restart. BPF never touches it. */
@@ -102,12 +108,17 @@ struct smt_globals {
  * attaching in the bpfloader object, which has no global data. */
 struct smt_config {
 	__u64 wakeup_bytes; /* ring-buffer fill that wakes the daemon early */
+	__u64 min_block_ns; /* --offcpu: shorter blocks are not events */
 	__u32 table_bits;
 	__u32 verify_every;  /* --verify N: 1 in N events also sends its frames */
-	__u32 trace_records; /* --trace: smt_trace_record instead of smt_id_record */
+	__u32 trace_records; /* --trace: smt_trace_record instead of smt_event_record */
 	__u32 filter_tgid;   /* --pid; 0 = every process */
 	__u32 filter_cpu;    /* --cpu; SMT_ANY_CPU = every CPU */
 	__u32 fentry_source; /* source index of an fentry copy (one per function) */
+	/* --offcpu: offsets of sched_switch's next_pid and prev_state fields */
+	__u16 next_pid_offset;
+	__u16 prev_state_offset;
+	__u32 reserved;
 };
 
 /* The table size of the object shipped for bpfloader, which sizes maps from
@@ -126,25 +137,72 @@ struct smt_cpu_counters {
 	__u64 epoch[2][SMC_NR];
 };
 
-/* Ring-buffer records, told apart by size. The plain one is 16 bytes with
- * the 8-byte header, the epoch riding in what would be alignment padding. */
-struct smt_id_record {
-	__u32 stack_id;
-	__u32 epoch;
-};
+/* A tracepoint link's attach cookie: the source index in the low 32 bits,
+ * above them where --sum reads the event's weight (0: each event weighs 1),
+ * so the event path needs no per-source lookup. */
+#define SMT_WEIGHT_FIELD(offset, size, is_signed) ((offset) << 8 | (size) << 1 | (is_signed))
+#define SMT_WEIGHT_OFFSET(field) ((field) >> 8)
+#define SMT_WEIGHT_SIZE(field) (((field) >> 1) & 0xf)
+#define SMT_WEIGHT_SIGNED(field) ((field) & 1)
+#define SMT_COOKIE(source, weight_field) ((__u64)(weight_field) << 32 | (source))
 
-/* --trace: the id with what ftrace prints for an event (48 + 8 bytes). */
-struct smt_trace_record {
+/* Ring-buffer records, told apart by size. Every event's record carries
+ * what attribution needs (--by, --sum, --offcpu): who, where, which source
+ * and how much; the --trace and --verify records start with it. */
+struct smt_event_record {
 	__u32 stack_id;
 	__u32 epoch;
-	__u64 ts_ns; /* CLOCK_MONOTONIC */
 	__u32 tgid;
 	__u32 tid;
+	__u64 cgroup_id; /* the task's cgroup v2 id (its directory's inode) */
+	__u64 weight;	 /* 1, the --sum field's value, or ns off the CPU */
+	__u32 name;	 /* thread name id, announced by an smt_name_record; 0: none */
+	__u16 source;	 /* index into the session's sources */
 	__u16 cpu;
-	__u16 source; /* index into the session's sources */
-	char comm[16];
-	__u32 reserved;
 };
+
+/* A thread name seen for the first time, sent before any event that names
+ * it: names are stored once, so a process that exits at once or renames
+ * itself by exec is named as it was at each event. */
+struct smt_name_record {
+	__u32 name;
+	__u32 reserved;
+	char comm[16];
+};
+
+/* The key of the BPF side's name -> id map (a task's comm). */
+struct smt_comm {
+	char comm[16];
+};
+
+/* Distinct thread names the BPF side keeps ids for. */
+#define SMT_MAX_NAMES 8192
+
+/* --trace: the event with its timestamp (CLOCK_MONOTONIC). */
+struct smt_trace_record {
+	struct smt_event_record event;
+	__u64 ts_ns;
+};
+
+/* --offcpu: a switched-out thread, until it runs again (keyed by tid). */
+struct smt_offcpu_start {
+	__u64 ts_ns;
+	__u64 cgroup_id;
+	__u32 stack_id;
+	__u32 epoch;
+	__u32 tgid;
+	__u32 name;
+	__u16 cpu;
+	__u16 source;
+	__u32 inserted; /* the switch-out stored the stack for the first time */
+};
+
+/* Threads --offcpu can follow at once; more are counted in drop_offcpu_full. */
+#define SMT_OFFCPU_THREADS 16384
+
+/* sched_switch's prev_state of a thread that is exiting (EXIT_DEAD,
+ * EXIT_ZOMBIE): it never runs again, so its switch-out is no block. */
+#define SMT_PREV_STATE_EXITING 0x30
 
 /* Stack buffers per CPU: task, softirq, hardirq and NMI context may each
  * interrupt the one before with a program of another type. */
@@ -154,8 +212,7 @@ struct smt_trace_record {
 
 /* --verify: 1 in N events also carries the frames it captured. */
 struct smt_verify_record {
-	__u32 stack_id;
-	__u32 epoch;
+	struct smt_event_record event;
 	__u32 nr;
 	__u32 reserved;
 	__u64 ips[SMT_MAX_DEPTH];
@@ -168,9 +225,11 @@ struct smt_verify_record {
 #endif
 SMT_STATIC_ASSERT(sizeof(struct smt_slot) == 8, "slot layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_elt) == 16 + 8 * SMT_MAX_DEPTH, "elt layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_id_record) == 8, "record layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_verify_record) == 16 + 8 * SMT_MAX_DEPTH, "verify layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_event_record) == 40, "event layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_name_record) == 24, "name layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_verify_record) == 48 + 8 * SMT_MAX_DEPTH, "verify layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_trace_record) == 48, "trace layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_config) == 32, "config layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_offcpu_start) == 40, "offcpu layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_config) == 48, "config layout");
 
 #endif /* STACKMAPD_ABI_H */

@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/run/session_setup.h"
+
+#include "daemon/sys/error.h"
+#include "daemon/tracefs/event_format.h"
+
+namespace stackmapd {
+
+namespace {
+
+uint16_t offcpu_field(const EventFormat& format, const char* name) {
+  const EventField* f = format.find(name);
+  if (!f || !f->numeric() || f->offset > UINT16_MAX)
+    throw Error(std::string("--offcpu: sched:sched_switch has no numeric field ") + name +
+                " in this kernel's format file: --offcpu cannot follow threads here");
+  return static_cast<uint16_t>(f->offset);
+}
+
+}  // namespace
+
+void resolve_session_events(SessionConfig& sc, const std::string& events_dir) {
+  sc.events = resolve_events(sc.events, events_dir);
+  if (!sc.sum_field.empty()) {
+    if (!sc.functions.empty() || sc.profile_hz)
+      throw Error("--sum " + sc.sum_field +
+                  " weighs tracepoint events by their fields; -f and --profile events have "
+                  "none: trace them in a session of their own");
+    for (Tracepoint& tp : sc.events) {
+      const EventField f = weight_field(read_event_format(events_dir, tp), sc.sum_field);
+      tp.weight_field = SMT_WEIGHT_FIELD(f.offset, f.size, f.is_signed ? 1u : 0u);
+    }
+  }
+  if (sc.offcpu) {
+    const EventFormat sched_switch =
+        read_event_format(events_dir, Tracepoint{"sched", "sched_switch", 0});
+    sc.offcpu->next_pid_offset = offcpu_field(sched_switch, "next_pid");
+    sc.offcpu->prev_state_offset = offcpu_field(sched_switch, "prev_state");
+  }
+}
+
+}  // namespace stackmapd
