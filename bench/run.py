@@ -19,6 +19,8 @@ Sections:
                  at 1 K / 16 K / 256 K unique stacks.
   pool_exhausted ns/event of a --bits 10 daemon whose pool is full next to a
                  --bits 14 one that is not, on the same events.
+  offcpu         --offcpu next to `-e sched:sched_switch` under a pipe ping-pong:
+                 ns per sched_switch and the ping-pong's ops/s, A B A B ...
   compare        (with --baseline-stackmapd) this build's daemon against another
                  build, one at a time on the same tracepoint, A B A B ...:
                  in-kernel ns/event, workload ops/s and daemon CPU, as ratios.
@@ -215,7 +217,7 @@ class Stackmapd(Tracer):
             cmd += ["-e", e]
         self.stderr = open(os.path.join(self.outdir, "log"), "w")
         self.proc = subprocess.Popen(pinned(cmd), stdout=subprocess.DEVNULL, stderr=self.stderr)
-        self.prog_ids = wait_attached(self.proc, len(self.events))
+        self.prog_ids = wait_attached(self.proc, max(1, len(self.events)))
         ring = prog_ringbuf_map(self.prog_ids[0])
         self.ring = RingProducerPos(ring) if ring is not None else None
 
@@ -640,6 +642,54 @@ def bench_compare(a, bins):
     return res
 
 
+def pipe_workload(cpu, loops):
+    """`perf bench sched pipe` on one CPU: two tasks passing a token, a context
+    switch per pass. Returns its ops/s."""
+    out = sh(["taskset", "-c", str(cpu), "perf", "bench", "sched", "pipe", "-l", str(loops)])
+    for line in out.splitlines():
+        if "ops/sec" in line:
+            return float(line.split()[0])
+    raise RuntimeError("perf bench sched pipe printed no ops/sec: " + out[-200:])
+
+
+def bench_offcpu(a, bins):
+    """--offcpu next to plain counting of the same tracepoint: `-e sched:sched_switch`
+    (A) and `--offcpu` (B), one daemon at a time, A B A B ..., under a pipe ping-pong
+    on the workload CPU; in-kernel ns per sched_switch and the ping-pong's ops/s."""
+    loops = 20000 if a.smoke else 200000
+    modes = (("plain", [], ["sched:sched_switch"]), ("offcpu", ["--offcpu"], []))
+    pairs = []
+    for r in range(1 if a.smoke else a.compare_rounds):
+        pair = {}
+        for name, extra, events in modes:
+            t = Stackmapd(bins["stackmapd"], name, events=events, extra=extra)
+            t.start()
+            try:
+                time.sleep(0.2)
+                s0 = prog_stats()
+                ops = pipe_workload(a.cpu, loops)
+                s1 = prog_stats()
+            finally:
+                t.stop()
+            pid = t.prog_ids[0]
+            dt, dn = s1[pid][0] - s0[pid][0], s1[pid][1] - s0[pid][1]
+            pair[name] = {"ns_per_event": dt / dn if dn else None, "events": dn,
+                          "ops_per_s": ops, "stat_events": t.stat.get("events")}
+        pair["ratio"] = {k: pair["offcpu"][k] / pair["plain"][k]
+                         if pair["offcpu"][k] and pair["plain"][k] else None
+                         for k in ("ns_per_event", "ops_per_s")}
+        pairs.append(pair)
+        log("offcpu pair %d: ns/sched_switch plain %s, --offcpu %s (ratio %s); ops/s ratio %s" % (
+            r + 1, num(pair["plain"]["ns_per_event"]), num(pair["offcpu"]["ns_per_event"]),
+            num(pair["ratio"]["ns_per_event"], 3), num(pair["ratio"]["ops_per_s"], 3)))
+    res = {"order": "A B A B ... (A = -e sched:sched_switch, B = --offcpu), one daemon at a time",
+           "pairs": pairs}
+    for k in ("ns_per_event", "ops_per_s"):
+        res[k] = {n: summary([p[n][k] for p in pairs]) for n in ("plain", "offcpu")}
+        res[k]["ratio"] = summary([p["ratio"][k] for p in pairs])
+    return res
+
+
 def sha256_of(path):
     import hashlib
     with open(path, "rb") as f:
@@ -757,6 +807,19 @@ def markdown(res):
         L.append(f"The --bits 10 daemon dropped "
                  f"{fmt({k: v * 100 for k, v in share.items() if k != 'values'} if share else None, ' %', 1)}"
                  " of its events as `drop_pool_full` over each whole session (its stack_map_stat).")
+        L.append("")
+    o = res.get("offcpu")
+    if o:
+        L.append(f"**--offcpu next to plain counting** (`-e sched:sched_switch` against "
+                 f"`--offcpu`, one daemon at a time under `perf bench sched pipe` on CPU "
+                 f"{res['meta']['workload_cpu']}, {len(o['pairs'])} pairs A B A B ...)")
+        L.append("")
+        L.append("| figure | plain | --offcpu | ratio --offcpu / plain |")
+        L.append("|---|---|---|---|")
+        for k, label, digits in (("ns_per_event", "in-kernel ns per sched_switch", 0),
+                                 ("ops_per_s", "ping-pong ops/s", 0)):
+            L.append(f"| {label} | {fmt(o[k]['plain'], '', digits)} | "
+                     f"{fmt(o[k]['offcpu'], '', digits)} | {fmt(o[k]['ratio'], '×', 3)} |")
         L.append("")
     c = res.get("compare")
     if c:
@@ -933,7 +996,7 @@ def main():
                     help="where latest.{json,md,png} go (default bench/results; with --smoke "
                          "a temporary directory)")
     ap.add_argument("--only", default=None,
-                    help="comma-separated sections: ns,throughput,daemon,pool,compare (default: "
+                    help="comma-separated sections: ns,throughput,daemon,pool,offcpu,compare (default: "
                          "all; compare only with --baseline-stackmapd)")
     ap.add_argument("--baseline-stackmapd", metavar="BINARY",
                     help="another stackmapd build to compare this one with (section compare), "
@@ -971,7 +1034,7 @@ def main():
         a.out = (tempfile.mkdtemp(prefix="stackmapd-bench-smoke-") if a.smoke
                  else os.path.join(HERE, "results"))
     if a.only is None:
-        a.only = "ns,throughput,daemon,pool" + (",compare" if a.baseline_stackmapd else "")
+        a.only = "ns,throughput,daemon,pool,offcpu" + (",compare" if a.baseline_stackmapd else "")
     b = a.build_dir
     bins = {"stackmapd": f"{b}/stackmapd", "alloc_loop": f"{b}/bench/alloc_loop",
             "bare_stack": f"{b}/bench/bare_stack", "drain_bench": f"{b}/bench/drain_bench"}
@@ -1019,6 +1082,7 @@ def main():
              "throughput": ("throughput and transport", "throughput", bench_throughput),
              "daemon": ("daemon", "daemon", bench_daemon),
              "pool": ("pool exhausted", "pool_exhausted", bench_pool_exhausted),
+             "offcpu": ("--offcpu next to plain counting", "offcpu", bench_offcpu),
              "compare": ("this build against the baseline", "compare", bench_compare)}
     for s in sections:
         if s not in known:

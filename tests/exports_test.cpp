@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+#include "daemon/export/breakdown.h"
 #include "daemon/export/exports.h"
 
 #include <gtest/gtest.h>
@@ -93,7 +94,9 @@ TEST(Exports, JsonCarriesTableParametersStatsAndSymbols) {
 }
 
 TEST(Exports, TopOrdersByCountWithShares) {
-  std::string top = format_top(two_stacks(), 1, nullptr);
+  Snapshot snap;
+  snap.stacks = two_stacks();
+  std::string top = format_top(snap, 1, nullptr);
   EXPECT_NE(top.find("1342 events, 2 unique stacks; top 1:"), std::string::npos) << top;
   EXPECT_NE(top.find("#1 stack_id 42: 1337 events (99.63%), depth 2"), std::string::npos) << top;
   EXPECT_EQ(top.find("stack_id 7"), std::string::npos);

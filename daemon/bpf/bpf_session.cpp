@@ -154,7 +154,8 @@ void BpfSession::close_open_blocks() {
   uint32_t tid = 0;
   for (const uint32_t* prev = nullptr; bpf_map_get_next_key(fd, prev, &tid) == 0; prev = &tid) {
     smt_offcpu_start s;
-    if (bpf_map_lookup_elem(fd, &tid, &s) != 0 || s.ts_ns > now_ns ||
+    // A block begun before a reset names a stack of the cleared table.
+    if (bpf_map_lookup_elem(fd, &tid, &s) != 0 || s.epoch != epoch() || s.ts_ns > now_ns ||
         now_ns - s.ts_ns < min_block_ns_)
       continue;
     blocks.push_back({s.stack_id, s.epoch, s.tgid, tid, s.cgroup_id, now_ns - s.ts_ns, s.name,

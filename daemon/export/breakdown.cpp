@@ -101,11 +101,18 @@ std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms) {
     for (uint64_t ip : s.ips) out += "    " + symbolize(ip, ksyms) + "\n";
     if (s.by.empty()) continue;
     out += "  by " + snap.keys.str() + ":\n";
-    for (size_t k = 0; k < s.by.size() && k < max_keys; ++k) {
+    const size_t shown = std::min(s.by.size(), max_keys);
+    std::vector<std::string> labels;
+    size_t width = 0;
+    for (size_t k = 0; k < shown; ++k) {
+      labels.push_back(key_label(snap.keys, s.by[k]));
+      width = std::max(width, labels.back().size());
+    }
+    for (size_t k = 0; k < shown; ++k) {
       const KeyCount& key = s.by[k];
       char line[64];
       snprintf(line, sizeof(line), " %12llu events", static_cast<unsigned long long>(key.count));
-      out += "    " + key_label(snap.keys, key) + line;
+      out += "    " + labels[k] + std::string(width - labels[k].size(), ' ') + line;
       if (weighted(snap)) out += ", " + format_weight(key.weight, snap.weight_unit);
       out += "\n";
     }
