@@ -23,6 +23,7 @@
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/runtime_lock.h"
+#include "daemon/tracefs/event_format.h"
 
 namespace stackmapd {
 
@@ -75,7 +76,7 @@ class Service {
 // The first session, at start; reload() hands over to later ones.
 void Service::open_session() {
   SessionConfig sc = config_.session();
-  check_tracepoints(sc.events, mount_tracefs_events());
+  sc.events = resolve_events(sc.events, mount_tracefs_events());
   std::unique_ptr<BpfSession> fresh = BpfSession::load(sc);
   fresh->attach();
   session_ = std::move(fresh);
@@ -131,7 +132,7 @@ std::string Service::reload() {
     spdlog::warn("export-dir changes only on restart: keeping {}", config_.export_dir);
   next.export_dir = config_.export_dir;
   SessionConfig sc = next.session();
-  check_tracepoints(sc.events, mount_tracefs_events());
+  sc.events = resolve_events(sc.events, mount_tracefs_events());
   const bool same_table = next.bits == config_.bits && next.ringbuf_kb == config_.ringbuf_kb &&
                           next.verify == config_.verify && next.pin_dir == config_.pin_dir &&
                           next.pinned == config_.pinned;

@@ -9,6 +9,7 @@
 #include "daemon/bpf/preflight.h"
 #include "daemon/export/trace_writer.h"
 #include "daemon/run/foreground.h"
+#include "daemon/tracefs/event_format.h"
 
 namespace stackmapd {
 
@@ -44,7 +45,7 @@ Snapshot trace(TraceOptions options) {
   check_privileges();
   check_btf();
   const std::string events_dir = mount_tracefs_events();
-  check_tracepoints(options.session.events, events_dir);
+  options.session.events = resolve_events(options.session.events, events_dir);
   options.session.functions = resolve_functions(
       options.function_patterns, std::filesystem::path(events_dir).parent_path().string());
   options.session.trace = !options.trace_path.empty();
