@@ -64,16 +64,6 @@ std::string mount_tracefs_events() {
   return dir;
 }
 
-void check_tracepoints(const std::vector<Tracepoint>& events, const std::string& events_dir) {
-  for (const auto& tp : events) {
-    std::error_code ec;
-    if (!fs::exists(fs::path(events_dir) / tp.category / tp.name / "id", ec))
-      throw Error("no such tracepoint '" + tp.str() + "' (nothing at " + events_dir + "/" +
-                  tp.category + "/" + tp.name + "): pick one from " +
-                  (fs::path(events_dir).parent_path() / "available_events").string());
-  }
-}
-
 void check_bits(long bits) {
   if (bits < SMT_MIN_BITS || bits > SMT_MAX_BITS)
     throw Error("--bits " + std::to_string(bits) + " is out of range: use " +

@@ -21,8 +21,6 @@ std::string lookup_tracefs_events();
 // The same, mounting tracefs on /sys/kernel/tracing first when it is not
 // mounted (minimal systems, containers); throws Error when it cannot.
 std::string mount_tracefs_events();
-// Each event must exist under the tracefs events directory; names the first one missing.
-void check_tracepoints(const std::vector<Tracepoint>& events, const std::string& events_dir);
 // `--bits` within the RFC's range.
 void check_bits(long bits);
 // `--ringbuf-kb`: a power of two the kernel accepts; returns the size in bytes.

@@ -25,6 +25,7 @@
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/runtime_lock.h"
+#include "daemon/tracefs/event_format.h"
 
 namespace stackmapd {
 
