@@ -288,7 +288,7 @@ if start_workload sleep sleep 20 50; then
   # CPU, would be a block of its own with the same frames under
   # preempt_schedule* (or cond_resched): in the weight, not among the 20 sleeps.
   read -r _ sleeps _ <<< "$(j stacks "$out/stack_map.json" "$nanosleep" 'preempt_schedule.*|__cond_resched|irqentry_exit.*')"
-  check "--offcpu: the nanosleep stacks hold exactly the 20 sleeps ($sleeps blocks; $blocks with preemptions, $nstacks stacks)" \
+  check "--offcpu: the nanosleep stacks hold exactly the 20 sleeps ($sleeps blocks, $blocks with any preempted ones, in $nstacks stacks)" \
     '[ "$sleeps" -eq 20 ]'
   check "--offcpu: they weigh 1.0 s ($ns ns): at least 20 x 50 ms, at most the workload's own $slept_us us" \
     '[ "$ns" -ge 998000000 ] && [ "$ns" -le $((slept_us * 1000 + 1000000)) ]'
@@ -339,6 +339,8 @@ check "pid $execd after the exec is smtq_child_x, with its 200 stat()s ($c event
 comms=$(j comms "$out/stack_map.json" $execd)
 check "pid $execd has no other name than those and its forking shell's ($comms)" \
   '[ -n "$comms" ] && [ -z "$(echo "$comms" | tr , "\n" | grep -vxE "smtq_parent|smtq_child_x|$shell_comm")" ]'
+check "--by pid,comm: no (stack, key) pair overflowed ($(j other "$out/stack_map.json") 'other' entries)" \
+  '[ "$(j other "$out/stack_map.json")" -eq 0 ]'
 problems=$(j check "$out/stack_map.json" pid,comm 0)
 check "--by pid,comm: entries are {pid, comm, count} and add up to each ref_count ($problems)" \
   '[ "$problems" = ok ]'
@@ -390,6 +392,8 @@ wait $sp
 rc=$?
 check "--folded - --by comm session exits 0 ($(tail -1 "$tmp/folded.err"))" '[ $rc -eq 0 ]'
 hits=$(stat_of hits "$out/stack_map_stat")
+check "--by comm: no (stack, comm) pair overflowed ($(j other "$out/stack_map.json") 'other' entries)" \
+  '[ "$(j other "$out/stack_map.json")" -eq 0 ]'
 check "folded: every line is 'comm;frame;...;frame count' (2 frames at least)" \
   '[ -s "$tmp/folded.txt" ] && [ "$(grep -cvE "^[^;]+(;[^ ;]+)+ [0-9]+\$" "$tmp/folded.txt")" -eq 0 ]'
 check "folded: counts add up to the events (${hits:-?} hits, no weights)" \
