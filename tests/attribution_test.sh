@@ -26,7 +26,7 @@ inst=$T/instances/stackmapd_attr_$$
 bg_pids=
 cleanup() {
   local p
-  for p in $bg_pids; do kill -9 "$p" 2> /dev/null; done
+  for p in $bg_pids; do kill "$p" 2> /dev/null; done  # TERM: timeout passes it on
   if [ -d "$inst" ]; then
     echo 0 > "$inst/tracing_on"
     echo 0 > "$inst/events/enable"
@@ -75,7 +75,7 @@ wait_attached() {
 ftrace_start() {
   mkdir "$inst" || return 1
   echo 0 > "$inst/tracing_on"
-  echo 16384 > "$inst/buffer_size_kb"  # per CPU: 20000 events need ~3 MB
+  echo 8192 > "$inst/buffer_size_kb"  # per CPU: 20000 events of ~88 bytes need ~1.8 MB
   echo "$1" > "$inst/set_event_pid"
   echo 1 > "$inst/events/kmem/kmem_cache_alloc/enable"
   echo 1 > "$inst/tracing_on"
@@ -173,7 +173,7 @@ if start_workload exact stat $N; then
   wp=$wpid
   ftrace_start $wp
   out=$tmp/by_pid
-  "$BIN" -e kmem:kmem_cache_alloc --by pid --duration 5 --output "$out" 2> "$tmp/by_pid.err" &
+  timeout 20 "$BIN" -e kmem:kmem_cache_alloc --by pid --duration 5 --output "$out" 2> "$tmp/by_pid.err" &
   sp=$!
   track $sp
   wait_attached "$tmp/by_pid.err" $sp
@@ -214,7 +214,7 @@ if start_workload bytes stat $N; then
   wp=$wpid
   ftrace_start $wp
   out=$tmp/sum
-  "$BIN" -e kmem:kmem_cache_alloc --sum bytes_alloc --by pid --duration 4 --output "$out" \
+  timeout 20 "$BIN" -e kmem:kmem_cache_alloc --sum bytes_alloc --by pid --duration 4 --output "$out" \
     2> "$tmp/sum.err" &
   sp=$!
   track $sp
@@ -262,7 +262,7 @@ if start_workload sleep sleep 20 50; then
   wp=$wpid
   out=$tmp/offcpu
   duration=3
-  "$BIN" --offcpu --pid $wp --min-block-us 1000 --duration $duration --output "$out" \
+  timeout 20 "$BIN" --offcpu --pid $wp --min-block-us 1000 --duration $duration --output "$out" \
     2> "$tmp/offcpu.err" &
   sp=$!
   track $sp
@@ -306,7 +306,7 @@ cp "$WORKLOAD" "$tmp/smtq_parent"
 cp "$WORKLOAD" "$tmp/smtq_child_x"
 cp "$WORKLOAD" "$tmp/smtq_short"
 out=$tmp/names
-"$BIN" -e kmem:kmem_cache_alloc --by pid,comm --duration 3 --output "$out" 2> "$tmp/names.err" &
+timeout 20 "$BIN" -e kmem:kmem_cache_alloc --by pid,comm --duration 3 --output "$out" 2> "$tmp/names.err" &
 sp=$!
 track $sp
 wait_attached "$tmp/names.err" $sp
@@ -351,8 +351,9 @@ check "--by pid,comm: entries are {pid, comm, count} and add up to each ref_coun
 # which may echo the command line) and matches the ERE WORDS (the problem
 # itself, which must not match the command line: as expect_error's rule), and
 # DIR stays empty.
+nbad=0
 bad_input() {
-  local named=$1 words=$2 dir=$tmp/bad.$RANDOM
+  local named=$1 words=$2 dir=$tmp/bad.$((++nbad))
   shift 2
   mkdir "$dir"
   if grep -qE -- "$words" <<< "$*"; then
@@ -382,7 +383,7 @@ bad_input --max-keys 'at least|out of range|more than|must be|positive|less|rang
 # --- 6. --folded with --by comm: the comm is the root frame --------------------
 cp "$WORKLOAD" "$tmp/smtq_fold"
 out=$tmp/folded
-"$BIN" -e kmem:kmem_cache_alloc --by comm --folded - --duration 2 --output "$out" \
+timeout 20 "$BIN" -e kmem:kmem_cache_alloc --by comm --folded - --duration 2 --output "$out" \
   > "$tmp/folded.txt" 2> "$tmp/folded.err" &
 sp=$!
 track $sp
