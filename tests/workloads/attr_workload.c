@@ -130,7 +130,7 @@ int main(int argc, char **argv)
 		usage();
 	}
 	prctl(PR_GET_NAME, comm);
-	fprintf(stderr, "attr_workload: pid %d comm %s: %ld ops in %lld us\n", getpid(), comm,
-		done, now_us() - start);
+	fprintf(stderr, "attr_workload: pid %d comm %s: %ld ops in %lld us\n", getpid(), comm, done,
+		now_us() - start);
 	return 0;
 }
