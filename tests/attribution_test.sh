@@ -7,7 +7,8 @@
 #      per event, and a process's bytes equal ftrace's bytes_alloc for it;
 #   3. --offcpu weighs the stacks of 20 x 50 ms clock_nanosleep by the time
 #      spent off-CPU: 20 blocks, 1.0 s and no more than the workload slept;
-#   4. comm is the process's name at the event: a process that exits within a
+#   4. comm is the process's name at the event (each stat() counted under the
+#      name it was made with): a process that exits within a
 #      millisecond, and one pid under both names across an exec;
 #   5. bad input: one line naming the problem, a non-zero exit, no exports;
 #   6. --folded with --by comm roots each stack at its comm, counts unchanged.
@@ -336,6 +337,13 @@ read -r c _ <<< "$(j by "$out/stack_map.json" pid=$execd comm=smtq_parent)"
 check "pid $execd before the exec is smtq_parent, with its 300 stat()s ($c events)" '[ "$c" -ge 300 ]'
 read -r c _ <<< "$(j by "$out/stack_map.json" pid=$execd comm=smtq_child_x)"
 check "pid $execd after the exec is smtq_child_x, with its 200 stat()s ($c events)" '[ "$c" -ge 200 ]'
+# Exactly: the stat()s' getname()s (under vfs_fstatat; the loader's fstat()s
+# by fd allocate nothing here) fall on the side of the exec they were made on.
+read -r c _ <<< "$(j by "$out/stack_map.json" pid=$execd comm=smtq_parent frame=vfs_fstatat)"
+read -r c2 _ <<< "$(j by "$out/stack_map.json" pid=$execd comm=smtq_child_x frame=vfs_fstatat)"
+read -r c3 _ <<< "$(j by "$out/stack_map.json" pid=$short comm=smtq_short frame=vfs_fstatat)"
+check "the stat() stacks (vfs_fstatat) count each name's stat()s exactly: 300 = $c, 200 = $c2, 100 = $c3" \
+  '[ "$c" -eq 300 ] && [ "$c2" -eq 200 ] && [ "$c3" -eq 100 ]'
 comms=$(j comms "$out/stack_map.json" $execd)
 check "pid $execd has no other name than those and its forking shell's ($comms)" \
   '[ -n "$comms" ] && [ -z "$(echo "$comms" | tr , "\n" | grep -vxE "smtq_parent|smtq_child_x|$shell_comm")" ]'
@@ -364,7 +372,7 @@ bad_input() {
   local rc=$? lines msg
   lines=$(wc -l < "$tmp/bad.err")
   msg=$(head -c 300 "$tmp/bad.err" | tr '\n' '|')
-  local missing= p parts
+  local missing='' p parts
   IFS='|' read -ra parts <<< "$named"
   for p in "${parts[@]}"; do grep -qF -- "$p" "$tmp/bad.err" || missing="$missing '$p'"; done
   check "'$*' is refused: non-zero exit, one line naming${named:+ $named and} /$words/ ($rc, $lines lines: $msg)" \
