@@ -118,6 +118,7 @@ void BpfSession::detach() { attachments_.detach(); }
 TableStats BpfSession::stats_of(uint32_t parity) const {
   TableStats s = table_.stats_of(parity);
   consumer_.add_counts(s);
+  store_.add_counts(s);
   return s;
 }
 
@@ -128,7 +129,9 @@ Snapshot BpfSession::snapshot() const {
   snap.bits = bits();
   snap.hash_seed = hash_seed_;
   snap.stats = stats();
-  snap.stacks = store_.snapshot();
+  snap.stacks = store_.snapshot(sources());
+  snap.keys = store_.keys();
+  snap.sources = sources();
   return snap;
 }
 

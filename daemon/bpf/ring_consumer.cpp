@@ -44,7 +44,7 @@ void RingConsumer::count_id(uint32_t id, uint32_t epoch) {
     ++stale_records_;
     return;
   }
-  if (store_.count(id)) return;
+  if (store_.count(id, EventKey{}, 1)) return;
   // First sight of this id: the table published it before the id was
   // submitted, so its frames are there to copy, once.
   const smt_elt* e = table_.published_elt(id);
@@ -52,7 +52,7 @@ void RingConsumer::count_id(uint32_t id, uint32_t epoch) {
     ++bad_records_;
     return;
   }
-  store_.insert(id, std::vector<uint64_t>(e->ips, e->ips + e->nr));
+  store_.insert(id, std::vector<uint64_t>(e->ips, e->ips + e->nr), EventKey{}, 1);
 }
 
 void RingConsumer::check_sample(const smt_verify_record& v) {

@@ -198,7 +198,7 @@ ControlReply Service::handle(const std::string& line) {
       size_t n = 20;
       if (line.size() > 4) n = std::stoul(line.substr(4));
       session_->drain(0);
-      return {true, format_top(session_->store().snapshot(), n, symbols())};
+      return {true, format_top(session_->store().snapshot(session_->sources()), n, symbols())};
     }
     if (line == "reset") return {true, reset()};
     if (line == "snapshot") {
