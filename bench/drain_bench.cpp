@@ -224,7 +224,7 @@ int cmd_drain(int cpu, int rounds, const std::string& file) {
   }
   s.detach();
   s.drain(0);
-  auto stacks = s.store().snapshot();
+  auto stacks = s.store().snapshot(s.sources());
   if (stacks.empty()) throw Error("the burst recorded no stacks");
   uint64_t total = 0;
   for (const auto& r : stacks) total += r.ref_count;

@@ -65,7 +65,7 @@ TEST_F(BpfSessionTest, EveryIdResolvesAndCountsAgree) {
   uint64_t table_refs = 0;
   for (const StackRecord& t : s.table_stacks()) table_refs += t.ref_count;
   EXPECT_EQ(table_refs, st.get(SMC_HITS));
-  for (const StackRecord& r : s.store().snapshot()) {
+  for (const StackRecord& r : s.store().snapshot(s.sources())) {
     StackRecord t = s.table_stack(r.stack_id);
     ASSERT_EQ(t.ips, r.ips) << "stack_id " << r.stack_id;
     EXPECT_EQ(t.ref_count, r.ref_count) << "stack_id " << r.stack_id;
@@ -76,7 +76,7 @@ TEST_F(BpfSessionTest, EveryIdResolvesAndCountsAgree) {
 TEST_F(BpfSessionTest, TopStackResolvesToTheAllocator) {
   BpfSession s(kmem_config());
   run_load(s, 20);
-  auto stacks = s.store().snapshot();
+  auto stacks = s.store().snapshot(s.sources());
   ASSERT_FALSE(stacks.empty());
   const StackRecord* top = &stacks[0];
   for (const auto& r : stacks)
@@ -181,7 +181,7 @@ TEST_F(BpfSessionTest, ResetUnderLoadNeverExposesOldOrTornStacks) {
   EXPECT_EQ(st.events_total, st.past_events + st.events()) << "every event of every epoch, once";
   // What the table holds now is exactly what the daemon exports.
   auto table = s.table_stacks();
-  auto stored = s.store().snapshot();
+  auto stored = s.store().snapshot(s.sources());
   ASSERT_EQ(table.size(), stored.size());
   for (size_t i = 0; i < table.size(); ++i) {
     EXPECT_EQ(table[i].stack_id, stored[i].stack_id);
@@ -212,7 +212,7 @@ TEST_F(BpfSessionTest, PinnedTableSurvivesTheDaemon) {
     }
     s.reset();  // epoch and reset count must survive too
     run_load(s, 5);
-    before = s.store().snapshot();
+    before = s.store().snapshot(s.sources());
     seed = s.hash_seed();
     ASSERT_FALSE(before.empty());
   }  // no unpin(): as after kill -9
@@ -222,7 +222,7 @@ TEST_F(BpfSessionTest, PinnedTableSurvivesTheDaemon) {
     EXPECT_EQ(s.hash_seed(), seed);
     EXPECT_EQ(s.epoch(), 1u);
     EXPECT_EQ(s.stats().resets, 1u);
-    auto after = s.store().snapshot();
+    auto after = s.store().snapshot(s.sources());
     ASSERT_EQ(after.size(), before.size());
     for (size_t i = 0; i < after.size(); ++i) {
       EXPECT_EQ(after[i].stack_id, before[i].stack_id);

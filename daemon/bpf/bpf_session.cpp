@@ -125,6 +125,7 @@ void BpfSession::detach() { attachments_.detach(); }
 TableStats BpfSession::stats_of(uint32_t parity) const {
   TableStats s = table_.stats_of(parity);
   consumer_.add_counts(s);
+  store_.add_counts(s);
   return s;
 }
 

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "daemon/model/attribution.h"
 #include "daemon/model/stack_record.h"
 #include "daemon/model/table_stats.h"
 #include "daemon/symbols/kernel_info.h"
@@ -19,6 +21,10 @@ struct Snapshot {
   TableStats stats;
   std::vector<StackRecord> stacks;  // by stack_id
   KernelInfo kernel;                // for symbolizing elsewhere; empty: not written
+  KeySpec keys;                     // what each stack's `by` is split by
+  std::string weight_unit;  // of StackRecord::weight ("bytes_alloc", "ns"); empty: unweighted
+  bool keys_requested = false;  // --by given: the exports show each stack's keys
+  std::vector<std::string> sources;  // event sources by index (KeyValues::source names them)
 };
 
 }  // namespace stackmapd

@@ -2,20 +2,113 @@
 #include "daemon/model/stack_store.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
 
+namespace {
+
+EventKey mask_of(const KeySpec& keys) {
+  EventKey m;
+  for (KeyField f : keys.fields) {
+    switch (f) {
+      case KeyField::pid: m.pid = ~0u; break;
+      case KeyField::tid: m.tid = ~0u; break;
+      case KeyField::comm: m.comm = ~0u; break;
+      case KeyField::cgroup: m.cgroup = ~0u; break;
+      case KeyField::unit: m.unit = ~0u; break;
+      case KeyField::source: m.source = 0xffff; break;
+      case KeyField::cpu: m.cpu = 0xffff; break;
+    }
+  }
+  return m;
+}
+
+// Negative, zero or positive as a's field f orders before, with or after b's.
+int compare_field(const KeyValues& a, const KeyValues& b, KeyField f) {
+  auto cmp = [](const auto& x, const auto& y) { return x < y ? -1 : y < x ? 1 : 0; };
+  switch (f) {
+    case KeyField::pid: return cmp(a.pid, b.pid);
+    case KeyField::tid: return cmp(a.tid, b.tid);
+    case KeyField::comm: return cmp(a.comm, b.comm);
+    case KeyField::cgroup: return cmp(a.cgroup, b.cgroup);
+    case KeyField::unit: return cmp(a.unit, b.unit);
+    case KeyField::source: return cmp(a.source, b.source);
+    case KeyField::cpu: return cmp(a.cpu, b.cpu);
+  }
+  return 0;
+}
+
+}  // namespace
+
+StackStore::StackStore(uint32_t table_size, KeySpec keys, uint32_t max_key_pairs)
+    : keys_(std::move(keys)), mask_(mask_of(keys_)), index_(table_size, 0), pairs_(max_key_pairs) {}
+
+void StackStore::look_up(const PairKey& k) {
+  last_key_ = k;
+  last_ = pairs_.find_or_add(k);
+  last_overflow_ = last_ == nullptr;
+  if (!last_) last_ = &other_[k.stack];
+}
+
 void StackStore::insert(uint32_t id, std::vector<uint64_t> ips, uint64_t ref_count) {
   if (!valid_id(id) || index_[id] != 0)
     throw Error("internal: stack_id " + std::to_string(id) + " inserted twice or out of range");
-  stacks_.push_back(StackRecord{id, ref_count, std::move(ips)});
+  StackRecord r;
+  r.stack_id = id;
+  r.ref_count = ref_count;
+  r.ips = std::move(ips);
+  r.weight = ref_count;
+  stacks_.push_back(std::move(r));
+  other_.push_back(Counts{ref_count, ref_count});
   index_[id] = static_cast<uint32_t>(stacks_.size());
+  last_ = nullptr;  // other_ may have moved
 }
 
-std::vector<StackRecord> StackStore::snapshot() const {
+void StackStore::insert(uint32_t id, std::vector<uint64_t> ips, const EventKey& key,
+                        uint64_t weight) {
+  insert(id, std::move(ips), 0);
+  count(id, key, weight);
+}
+
+KeyValues StackStore::values(const EventKey& k, const std::vector<std::string>& sources) const {
+  KeyValues v;
+  for (KeyField f : keys_.fields) {
+    switch (f) {
+      case KeyField::pid: v.pid = k.pid; break;
+      case KeyField::tid: v.tid = k.tid; break;
+      case KeyField::comm: v.comm = strings_.str(k.comm); break;
+      case KeyField::cgroup: v.cgroup = strings_.str(k.cgroup); break;
+      case KeyField::unit: v.unit = strings_.str(k.unit); break;
+      case KeyField::source:
+        v.source =
+            k.source < sources.size() ? sources[k.source] : "source " + std::to_string(k.source);
+        break;
+      case KeyField::cpu: v.cpu = k.cpu; break;
+    }
+  }
+  return v;
+}
+
+std::vector<StackRecord> StackStore::snapshot(const std::vector<std::string>& sources) const {
   std::vector<StackRecord> out = stacks_;
+  pairs_.for_each([&](const PairKey& k, const Counts& c) {
+    out[k.stack].by.push_back(KeyCount{values(k.key, sources), false, c.count, c.weight});
+  });
+  auto before = [this](const KeyCount& a, const KeyCount& b) {
+    if (a.weight != b.weight) return a.weight > b.weight;
+    if (a.count != b.count) return a.count > b.count;
+    for (KeyField f : keys_.fields)
+      if (int c = compare_field(a.key, b.key, f)) return c < 0;
+    return false;
+  };
+  for (size_t pos = 0; pos < out.size(); ++pos) {
+    std::sort(out[pos].by.begin(), out[pos].by.end(), before);
+    if (other_[pos].count)
+      out[pos].by.push_back(KeyCount{{}, true, other_[pos].count, other_[pos].weight});
+  }
   std::sort(out.begin(), out.end(),
             [](const StackRecord& a, const StackRecord& b) { return a.stack_id < b.stack_id; });
   return out;
@@ -30,6 +123,16 @@ uint64_t StackStore::total_events() const {
 void StackStore::clear() {
   std::fill(index_.begin(), index_.end(), 0);
   stacks_.clear();
+  other_.clear();
+  pairs_.clear();
+  key_overflow_ = 0;
+  last_ = nullptr;
+}
+
+void StackStore::add_counts(TableStats& s) const {
+  s.key_pairs = pairs_.size();
+  s.max_key_pairs = pairs_.max_pairs();
+  s.key_overflow = key_overflow_;
 }
 
 }  // namespace stackmapd

@@ -1,47 +1,104 @@
 // SPDX-License-Identifier: GPL-2.0
 // The model stage, between the event sources (daemon/bpf/) and the exports
 // (daemon/export/): the daemon's copy of the unique stacks and their event
-// counts, filled by the ring-buffer consumer and read out as a Snapshot
-// (snapshot.h). Indexed by stack_id (the BPF table's slot index) so that
-// counting an event is one array access on the consumer's hot path.
+// counts, split by the user's --by key (attribution.h), filled by the
+// ring-buffer consumer and read out as a Snapshot (snapshot.h). Indexed by
+// stack_id (the BPF table's slot index) so that counting an event is one
+// array access for the stack and at most one hash lookup for its key.
+//
+// Memory is bounded: past max_key_pairs distinct (stack, key) pairs over the
+// whole store, an event of a new pair counts in its stack's `other` entry
+// (and in key_overflow). Every stack's keys and `other` sum to its count and
+// weight at every moment.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "daemon/model/attribution.h"
+#include "daemon/model/key_pairs.h"
 #include "daemon/model/stack_record.h"
+#include "daemon/model/table_stats.h"
 
 namespace stackmapd {
 
 class StackStore {
  public:
-  explicit StackStore(uint32_t table_size) : index_(table_size, 0) {}
+  // A pair is a 48-byte slot in a table kept at most 3/4 full, so the default
+  // fills 65536 slots: 3 MiB. Measured by the allocator (stack_store_test.cpp,
+  // MemoryPerKeyPair): 64.1 bytes a pair at the cap; 128 just after a doubling.
+  static constexpr uint32_t kDefaultMaxKeyPairs = 49152;
+
+  explicit StackStore(uint32_t table_size, KeySpec keys = KeySpec{{KeyField::pid, KeyField::comm}},
+                      uint32_t max_key_pairs = kDefaultMaxKeyPairs);
 
   bool valid_id(uint32_t id) const { return id < index_.size(); }
 
-  // Counts one event for a known id; false when `id` is new (or invalid) and
-  // must be added with insert().
-  bool count(uint32_t id) {
+  // Counts one event of a known id (the consumer's hot path); false when `id`
+  // is new (or invalid) and must be added with insert(). Runs of one pair
+  // (the same stack and masked key) cost no hash lookup.
+  bool count(uint32_t id, const EventKey& key, uint64_t weight) {
     if (id >= index_.size() || index_[id] == 0) return false;
-    ++stacks_[index_[id] - 1].ref_count;
+    uint32_t pos = index_[id] - 1;
+    stacks_[pos].ref_count += 1;
+    stacks_[pos].weight += weight;
+    PairKey k{pos, masked(key)};
+    if (!last_ || !(k == last_key_)) look_up(k);
+    last_->count += 1;
+    last_->weight += weight;
+    key_overflow_ += last_overflow_;
     return true;
   }
 
-  void insert(uint32_t id, std::vector<uint64_t> ips, uint64_t ref_count = 1);
+  // A stack's first event.
+  void insert(uint32_t id, std::vector<uint64_t> ips, const EventKey& key, uint64_t weight);
+  // A stack of a table taken over after a restart: its count predates
+  // attribution and goes to `other`, weight = ref_count.
+  void insert(uint32_t id, std::vector<uint64_t> ips, uint64_t ref_count);
+
+  // The consumer interns thread names, cgroup paths and units here.
+  StringTable& strings() { return strings_; }
+  const KeySpec& keys() const { return keys_; }
+
+  // A stack's frames, count and weight; its `by` is left empty (snapshot() fills it).
   const StackRecord* find(uint32_t id) const {
     return id < index_.size() && index_[id] ? &stacks_[index_[id] - 1] : nullptr;
   }
 
-  // Stacks ordered by stack_id, as the kernel's exports walk the table.
-  std::vector<StackRecord> snapshot() const;
+  // Stacks ordered by stack_id, as the kernel's exports walk the table, with
+  // `by` filled; `sources` names the source indexes ("source N" past its end).
+  std::vector<StackRecord> snapshot(const std::vector<std::string>& sources) const;
   uint64_t total_events() const;
   size_t size() const { return stacks_.size(); }
+  // Forgets every stack and pair; interned strings stay.
   void clear();
+  // Fills key_pairs, max_key_pairs and key_overflow.
+  void add_counts(TableStats& s) const;
 
  private:
-  std::vector<uint32_t> index_;  // stack_id -> 1 + position in stacks_, 0 if unseen
-  std::vector<StackRecord> stacks_;
+  EventKey masked(const EventKey& k) const {
+    return EventKey{k.pid & mask_.pid,          k.tid & mask_.tid,
+                    k.comm & mask_.comm,        k.cgroup & mask_.cgroup,
+                    k.unit & mask_.unit,        uint16_t(k.source & mask_.source),
+                    uint16_t(k.cpu & mask_.cpu)};
+  }
+  void look_up(const PairKey& k);  // points last_ at k's counts, or its stack's `other`
+  KeyValues values(const EventKey& k, const std::vector<std::string>& sources) const;
+
+  KeySpec keys_;
+  EventKey mask_;                    // all ones in the fields of keys_, zeros elsewhere
+  std::vector<uint32_t> index_;      // stack_id -> 1 + position in stacks_, 0 if unseen
+  std::vector<StackRecord> stacks_;  // `by` empty
+  std::vector<Counts> other_;        // by position, as stacks_
+  KeyPairs pairs_;
+  StringTable strings_;
+  uint64_t key_overflow_ = 0;
+  // The last pair counted; last_ is null after anything that may move counts.
+  PairKey last_key_;
+  Counts* last_ = nullptr;
+  uint64_t last_overflow_ = 0;  // 1 if last_ is its stack's `other` because of the cap
 };
 
 }  // namespace stackmapd

@@ -20,6 +20,10 @@ struct TableStats {
   uint64_t verify_mismatch = 0;
   uint64_t stale_records = 0;  // records of an earlier epoch: 0 unless the reset protocol broke
   uint64_t bad_records = 0;    // records the daemon could not resolve
+  uint64_t key_pairs = 0;      // distinct (stack, --by key) pairs the daemon holds
+  uint64_t max_key_pairs = 0;  // their cap
+  uint64_t key_overflow = 0;   // events counted to a stack's `other` because of the cap
+  uint64_t offcpu_open = 0;    // --offcpu blocks still open at the end, counted up to then
 
   uint64_t get(smt_counter c) const { return counters[c]; }
   uint64_t drops() const {
