@@ -80,8 +80,9 @@ same() {
 
 # whole NAME REVISION: an undamaged file: exit 0, and decode says which revision it read.
 whole() {
-  check "$1: decode exits 0" '[ "$(cat "$tmp/$1.ours.rc")" -eq 0 ] && [ "$(cat "$tmp/$1.ours.json.rc")" -eq 0 ]'
-  check "$1: decode says it read $2" 'grep -qF "$2" "$tmp/$1.ours.err"'
+  local name=$1 revision=$2
+  check "$name: decode exits 0" '[ "$(cat "$tmp/$name.ours.rc")" -eq 0 ] && [ "$(cat "$tmp/$name.ours.json.rc")" -eq 0 ]'
+  check "$name: decode says it read $revision" 'grep -qF "$revision" "$tmp/$name.ours.err"'
 }
 
 # damaged NAME WORDS: exit 1 after printing, stderr one line with WORDS, text and --json alike.
