@@ -184,7 +184,8 @@ int main(int argc, char** argv) {
       "Write the collapsed flame-graph format to FILE ('-': stdout); FILE may also be "
       "a stack_map.json export");
   decode->add_option("--svg", decode_args.svg, "Write an SVG flame graph to FILE");
-  decode->add_option("--top", decode_args.top, "Only the N stacks with the highest ref_count");
+  decode->add_option("--top", decode_args.top,
+                     "Only the N stacks with the highest ref_count (0: all, in file order)");
   decode->add_option("--kallsyms", decode_args.symbols.kallsyms,
                      "Symbolize from this kallsyms file (e.g. saved on the device, any boot)");
   decode->add_option("--vmlinux", decode_args.symbols.vmlinux,

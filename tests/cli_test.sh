@@ -43,6 +43,11 @@ check "stat: entries is a positive number ($entries)" '[ "${entries:-0}" -gt 0 ]
 check "stat: hits > entries ($hits)" '[ "${hits:-0}" -gt "${entries:-0}" ]'
 check "stat: the RFC's five lines first, in order" \
   '[ "$(head -5 "$out/stack_map_stat" | cut -d: -f1 | tr "\n" " ")" = "entries table_size hits drops hit_rate " ]'
+drops=$(stat_of drops "$out/stack_map_stat")
+check "stat: hit_rate is the RFC's hits * 100 / (hits + drops) ($(stat_of hit_rate "$out/stack_map_stat"))" \
+  '[ "$(stat_of hit_rate "$out/stack_map_stat")" = "$((hits * 100 / (hits + drops)))%" ]'
+check "stat: our reuse_rate on a line of its own after the RFC's five" \
+  '[ "$(sed -n 6p "$out/stack_map_stat" | cut -d: -f1)" = reuse_rate ]'
 
 # FSMB v2 header, byte-exact.
 header=$("$PY" -c 'import struct,sys; print(*struct.unpack_from("<IIII", open(sys.argv[1],"rb").read()))' "$out/stack_map_bin")
@@ -329,15 +334,15 @@ bin=$out/stack_map_bin
 : > "$tmp/empty.bin"
 head -c 10 "$bin" > "$tmp/short.bin"
 head -c $(( $(stat -c %s "$bin") - 5 )) "$bin" > "$tmp/truncated.bin"
-"$PY" -c 'import sys; d=bytearray(open(sys.argv[1],"rb").read()); d[4]=1; open(sys.argv[2],"wb").write(d)' "$bin" "$tmp/version.bin"
+"$PY" -c 'import sys; d=bytearray(open(sys.argv[1],"rb").read()); d[4]=3; open(sys.argv[2],"wb").write(d)' "$bin" "$tmp/version.bin"
 "$PY" -c 'import struct,sys; open(sys.argv[1],"wb").write(struct.pack("<IIII",0x464D5342,2,0xffffffff,0))' "$tmp/absurd.bin"
 cp "$bin" "$tmp/trailing.bin" && printf 'xx' >> "$tmp/trailing.bin"
 expect_error "empty FSMB file (0 bytes)" "$BIN" decode "$tmp/empty.bin"
 expect_error "10 bytes, the header alone needs 16" "$BIN" decode "$tmp/short.bin"
-expect_error "truncated FSMB file: record" "$BIN" decode "$tmp/truncated.bin"
+expect_error "truncated FSMB v2 (magic 0x464d5342) file: record" "$BIN" decode "$tmp/truncated.bin"
 expect_error "not a stack_map_bin file" "$BIN" decode "$BIN"
-expect_error "unsupported FSMB version 1" "$BIN" decode "$tmp/version.bin"
-expect_error "nr_stacks 4294967295 needs at least" "$BIN" decode "$tmp/absurd.bin"
+expect_error "unsupported FSMB version 3" "$BIN" decode "$tmp/version.bin"
+expect_error "nr_stacks 4294967295, no stack table holds more" "$BIN" decode "$tmp/absurd.bin"
 expect_error "2 trailing bytes" "$BIN" decode "$tmp/trailing.bin"
 expect_error "cannot open FSMB file: No such file or directory" "$BIN" decode "$tmp/missing.bin"
 printf 'not kallsyms\n' > "$tmp/bad.kallsyms"

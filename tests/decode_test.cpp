@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "daemon/export/exports.h"
@@ -86,6 +87,66 @@ TEST_F(Decode, TopKeepsTheMostFrequentAsJson) {
   EXPECT_NE(out.find("\"stack_id\": 9"), std::string::npos) << out;
   EXPECT_EQ(out.find("\"stack_id\": 5"), std::string::npos) << out;
   EXPECT_NE(out.find("kmem_cache_alloc_noprof+0x230/0x2f0"), std::string::npos) << out;
+}
+
+TEST_F(Decode, TopZeroIsAllInFileOrderAsTheRfcReader) {
+  DecodeOptions o;
+  o.file = write_bin();
+  const std::string all = decode_to_string(o);
+  o.top = 0;
+  EXPECT_EQ(decode_to_string(o), all);
+  o.top = 2;  // sorted by ref_count: 9 (40) before 5 (3)
+  EXPECT_EQ(decode_to_string(o).rfind("stack_id 9 [ref 40", 0), 0u);
+}
+
+TEST_F(Decode, RfcMagicVersion1Decodes) {
+  std::string bytes = fsmb_encode({{5, 3, {0xffffffff821f94e8}}});
+  bytes[4] = 1;  // version 1 under the RFC's magic
+  DecodeOptions o;
+  o.file = dir_ + "/v1.bin";
+  write(o.file, bytes);
+  EXPECT_EQ(decode_to_string(o), "stack_id 5 [ref 3, depth 1]\n  [0] 0xffffffff821f94e8\n\n");
+}
+
+// A damaged file: every complete record is written, then the one line is thrown.
+TEST_F(Decode, TruncatedFileWritesItsCompleteRecordsThenFails) {
+  const std::string whole = fsmb_encode({{5, 3, {0xffffffff821f94e8}}, {9, 40, {0x1, 0x2}}});
+  DecodeOptions o;
+  o.file = dir_ + "/cut.bin";
+  write(o.file, whole.substr(0, whole.size() - 3));
+  for (bool json : {false, true}) {
+    o.json = json;
+    std::ostringstream out;
+    try {
+      decode(o, out);
+      ADD_FAILURE() << "a truncated file decoded without error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(o.file + ": truncated FSMB v2", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("record 2 of 2"), std::string::npos) << e.what();
+    }
+    if (json) {
+      const nlohmann::json doc = nlohmann::json::parse(out.str());
+      ASSERT_EQ(doc.size(), 1u) << out.str();
+      EXPECT_EQ(doc[0]["stack_id"], 5);
+    } else {
+      EXPECT_EQ(out.str(), "stack_id 5 [ref 3, depth 1]\n  [0] 0xffffffff821f94e8\n\n");
+    }
+  }
+}
+
+TEST_F(Decode, OverLongFileWritesEveryRecordThenFails) {
+  DecodeOptions o;
+  o.file = write_bin();
+  const std::string all = decode_to_string(o);
+  std::ofstream(o.file, std::ios::binary | std::ios::app) << "xx";
+  std::ostringstream out;
+  try {
+    decode(o, out);
+    ADD_FAILURE() << "an over-long file decoded without error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 trailing bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(out.str(), all);
 }
 
 TEST_F(Decode, KallsymsOfTheSameBootNeedsNoKernelInfo) {

@@ -58,16 +58,73 @@ TEST(Exports, StatKeepsTheRfcLinesFirst) {
             "table_size: 32768\n"
             "hits:       148923\n"
             "drops:      1077\n"
-            "hit_rate:   97%\n");
+            "hit_rate:   99%\n"  // 148923 * 100 / 150000
+            "reuse_rate: 97%\n");
   EXPECT_NE(text.find("\ndrop_ringbuf_full: 77\n"), std::string::npos);
   EXPECT_NE(text.find("\npool_full:  no\n"), std::string::npos);
 }
 
-TEST(Exports, HitRateDoesNotCountFirstInserts) {
+// The RFC's published runs (its cover letter), read as its stack_map_stat printed them.
+struct RfcRun {
+  uint64_t hits, drops, inserts;
+  uint64_t hit_rate, reuse_rate;
+};
+
+TEST(Exports, HitRateIsTheRfcsOnItsPublishedRuns) {
+  for (const RfcRun& run : {
+           RfcRun{8264, 0, 774, 100, 90},    // kmem_cache_alloc, 1 s: "100% hit rate"
+           RfcRun{25466, 0, 3632, 100, 85},  // function tracer, 3 s
+           RfcRun{92, 8, 40, 92, 52},        // "92% hit rate under heavy load"
+           RfcRun{100, 0, 100, 100, 0},      // all-new stacks: hits to the RFC, no reuse
+           RfcRun{0, 5, 0, 0, 0},            // only drops
+       }) {
+    TableStats st;
+    st.counters[SMC_HITS] = run.hits;
+    st.counters[SMC_INSERTS] = run.inserts;
+    st.counters[SMC_DROP_POOL_FULL] = run.drops;
+    EXPECT_EQ(st.hit_rate_percent(), run.hit_rate) << run.hits << " hits";
+    EXPECT_EQ(st.reuse_rate_percent(), run.reuse_rate) << run.hits << " hits";
+    const std::string text = format_stat(st);
+    EXPECT_NE(text.find("\nhit_rate:   " + std::to_string(run.hit_rate) +
+                        "%\nreuse_rate: " + std::to_string(run.reuse_rate) + "%\n"),
+              std::string::npos)
+        << text;
+    Snapshot snap;
+    snap.stats = st;
+    auto doc = nlohmann::json::parse(format_json(snap, nullptr));
+    EXPECT_EQ(doc["stats"]["hit_rate"], run.hit_rate);
+    EXPECT_EQ(doc["stats"]["reuse_rate"], run.reuse_rate);
+  }
+}
+
+TEST(Exports, NoEventsNoRates) {
   TableStats st;
-  st.counters[SMC_HITS] = 100;
-  st.counters[SMC_INSERTS] = 100;
-  EXPECT_EQ(st.hit_rate_percent(), 0u) << "all-new stacks are no hits";
+  st.pool_size = 16384;
+  st.table_size = 32768;
+  EXPECT_EQ(st.hit_rate_percent(), std::nullopt);
+  EXPECT_EQ(st.reuse_rate_percent(), std::nullopt);
+  const std::string text = format_stat(st);
+  EXPECT_EQ(text.substr(0, text.find("events:")),
+            "entries:    0 / 16384\n"
+            "table_size: 32768\n"
+            "hits:       0\n"
+            "drops:      0\n");
+  EXPECT_EQ(text.find("_rate"), std::string::npos) << text;
+  Snapshot snap;
+  snap.stats = st;
+  auto doc = nlohmann::json::parse(format_json(snap, nullptr));
+  ASSERT_TRUE(doc["stats"].contains("hit_rate"));
+  EXPECT_TRUE(doc["stats"]["hit_rate"].is_null());
+  EXPECT_TRUE(doc["stats"]["reuse_rate"].is_null());
+}
+
+TEST(Exports, MoreInsertsThanHitsIsNoReuse) {
+  // The RFC's kernel counts an element before its hit; a stat read in between shows both.
+  TableStats st;
+  st.counters[SMC_HITS] = 0;
+  st.counters[SMC_INSERTS] = 1;
+  st.counters[SMC_DROP_POOL_FULL] = 3;
+  EXPECT_EQ(st.reuse_rate_percent(), 0u);
 }
 
 TEST(Exports, JsonCarriesTableParametersStatsAndSymbols) {

@@ -43,19 +43,24 @@ void decode(const DecodeOptions& o, std::ostream& out) {
   FsmbFile file = fsmb_read_file(o.file);
   std::optional<Kallsyms> ksyms = load_offline_symbols(o.symbols, o.file);
   const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
-  spdlog::info("{}: {}, {} stacks", o.file, fsmb_revision_name(file.revision), file.stacks.size());
+  // A damaged file's one line (which names the revision) comes after its records instead.
+  if (file.damage.empty())
+    spdlog::info("{}: {}, {} stacks", o.file, fsmb_revision_name(file.revision),
+                 file.stacks.size());
   std::vector<StackRecord> stacks = std::move(file.stacks);
-  if (o.top) {
+  // --top 0 means all, in file order, as stackmap_dump.py takes it.
+  if (o.top && *o.top > 0) {
     std::stable_sort(stacks.begin(), stacks.end(), [](const StackRecord& a, const StackRecord& b) {
       return a.ref_count > b.ref_count;
     });
     if (stacks.size() > *o.top) stacks.resize(*o.top);
   }
-  if (!o.folded.empty() || !o.svg.empty()) {
+  if (!o.folded.empty() || !o.svg.empty())
     write_flame_outputs(symbolize_stacks(stacks, ks), o.folded, o.svg, title, out);
-    if (o.folded == "-") return;
-  }
-  out << (o.json ? format_stacks_json(stacks, ks) : format_stack_map(stacks, ks));
+  if (o.folded != "-")
+    out << (o.json ? format_stacks_json(stacks, ks) : format_stack_map(stacks, ks));
+  // Everything the file holds is out (JSON complete): only now the one line and the exit.
+  if (!file.damage.empty()) throw Error(file.damage);
 }
 
 }  // namespace stackmapd

@@ -19,12 +19,13 @@ struct DecodeOptions {
   bool json = false;          // --json: format_stacks_json instead of the stack_map text
   std::string folded;         // --folded FILE, "-": to `out` instead of the text
   std::string svg;            // --svg FILE
-  std::optional<size_t> top;  // only the N stacks with the highest ref_count
+  std::optional<size_t> top;  // only the N stacks with the highest ref_count; 0: all
   OfflineSymbols symbols;     // --kallsyms, --vmlinux, --kernel-info
 };
 
 // Writes what `options` asks for to `out` and to its --folded/--svg files.
-// Throws Error with one line: unreadable or corrupt files, bad combinations.
+// Throws Error with one line: unreadable or corrupt files, bad combinations;
+// for a truncated or over-long FSMB file, after writing every complete record.
 void decode(const DecodeOptions& options, std::ostream& out);
 
 // A stack_map.json export (the first non-blank byte opens JSON) rather than FSMB.

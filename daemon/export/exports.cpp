@@ -136,7 +136,10 @@ std::string format_stat(const TableStats& st) {
   stat_line(out, "table_size", std::to_string(st.table_size));
   stat_line(out, "hits", std::to_string(st.get(SMC_HITS)));
   stat_line(out, "drops", std::to_string(st.drops()));
-  stat_line(out, "hit_rate", std::to_string(st.hit_rate_percent()) + "%");
+  // Like the RFC, no rate line where no event gave it a value.
+  if (auto rate = st.hit_rate_percent()) stat_line(out, "hit_rate", std::to_string(*rate) + "%");
+  if (auto rate = st.reuse_rate_percent())
+    stat_line(out, "reuse_rate", std::to_string(*rate) + "%");
   stat_line(out, "events", std::to_string(st.events()));
   for (int c = SMC_INSERTS; c < SMC_NR; ++c)
     stat_line(out, counter_name(c), std::to_string(st.counters[c]));
@@ -153,9 +156,16 @@ std::string format_stacks_json(const std::vector<StackRecord>& stacks, const Kal
 
 std::string format_json(const Snapshot& snap, const Kallsyms* ksyms) {
   const TableStats& st = snap.stats;
-  json stats{{"entries", st.entries},       {"max_entries", st.pool_size},
-             {"table_size", st.table_size}, {"hits", st.get(SMC_HITS)},
-             {"drops", st.drops()},         {"hit_rate", st.hit_rate_percent()},
+  // Rates are null without events (the stat file then has no line): present, so a reader
+  // can tell "no events yet" from a writer that lacks the field.
+  auto rate = [](std::optional<uint64_t> r) { return r ? json(*r) : json(nullptr); };
+  json stats{{"entries", st.entries},
+             {"max_entries", st.pool_size},
+             {"table_size", st.table_size},
+             {"hits", st.get(SMC_HITS)},
+             {"drops", st.drops()},
+             {"hit_rate", rate(st.hit_rate_percent())},
+             {"reuse_rate", rate(st.reuse_rate_percent())},
              {"pool_full", st.pool_full()}};
   stats["events"] = st.events();
   for (int c = SMC_INSERTS; c < SMC_NR; ++c) stats[counter_name(c)] = st.counters[c];

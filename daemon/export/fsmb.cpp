@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/export/fsmb.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -76,12 +77,7 @@ std::string record_position(uint32_t index, uint32_t nr_stacks, size_t offset) {
          std::to_string(offset);
 }
 
-Error truncated_record(const std::string& name, uint32_t index, uint32_t nr_stacks, size_t offset,
-                       size_t needed, size_t left) {
-  return Error(name + ": truncated FSMB file: " + record_position(index, nr_stacks, offset) +
-               " needs " + std::to_string(needed) + " bytes, " + std::to_string(left) +
-               " left; copy the whole file again");
-}
+std::string records(size_t n) { return std::to_string(n) + (n == 1 ? " record" : " records"); }
 
 struct FileCloser {
   void operator()(std::FILE* file) const { std::fclose(file); }
@@ -90,8 +86,12 @@ struct FileCloser {
 }  // namespace
 
 const char* fsmb_revision_name(FsmbRevision revision) {
-  return revision == FsmbRevision::kV2 ? "FSMB v2 (magic 0x464d5342)"
-                                       : "FSMB v1 (magic 0x46534d42)";
+  switch (revision) {
+    case FsmbRevision::kV2: return "FSMB v2 (magic 0x464d5342)";
+    case FsmbRevision::kV1: return "FSMB v1 (magic 0x46534d42)";
+    case FsmbRevision::kV1RfcMagic: return "FSMB v1 (magic 0x464d5342)";
+  }
+  return "FSMB";
 }
 
 std::string fsmb_encode(const std::vector<StackRecord>& stacks) {
@@ -141,80 +141,75 @@ FsmbFile fsmb_decode(std::string_view bytes, const std::string& name) {
 
   FsmbFile file;
   const uint32_t magic = get_u32(bytes, 0);
-  uint32_t expected_version = 0;
+  const uint32_t version = get_u32(bytes, 4);
+  auto unsupported = [&](const char* expected) {
+    return Error(name + ": unsupported FSMB version " + std::to_string(version) + " with magic " +
+                 hex32(magic) + " (expected version " + expected +
+                 "); the file is damaged or from a newer writer, re-export it");
+  };
   if (magic == kMagicV2) {
-    file.revision = FsmbRevision::kV2;
-    expected_version = kVersionV2;
+    // The RFC's reader takes version 1 under its magic too.
+    if (version != kVersionV2 && version != kVersionV1) throw unsupported("2 or 1");
+    file.revision = version == kVersionV2 ? FsmbRevision::kV2 : FsmbRevision::kV1RfcMagic;
   } else if (magic == kMagicV1) {
+    if (version != kVersionV1) throw unsupported("1");
     file.revision = FsmbRevision::kV1;
-    expected_version = kVersionV1;
   } else {
     throw Error(name + ": not a stack_map_bin file: first 4 bytes are " +
                 describe_bytes(bytes.substr(0, 4)) + ", an FSMB file starts with magic " +
                 hex32(kMagicV2) + " or " + hex32(kMagicV1) +
                 "; pass the binary stack_map_bin export, not the text stack_map");
   }
-
-  const uint32_t version = get_u32(bytes, 4);
-  if (version != expected_version) {
-    throw Error(name + ": unsupported FSMB version " + std::to_string(version) + " with magic " +
-                hex32(magic) + " (expected version " + std::to_string(expected_version) +
-                "); the file is damaged or from a newer writer, re-export it");
-  }
   const uint32_t reserved = get_u32(bytes, 12);
   if (reserved != 0) {
     throw Error(name + ": corrupt FSMB header: reserved field is " + hex32(reserved) +
                 ", must be 0; the file is damaged or from a newer writer, re-export it");
   }
-
-  // Every record is at least a record header, so a count the remaining bytes cannot hold is a
-  // lie; refusing it before reserve() keeps a forged header from forcing a huge allocation.
   const uint32_t nr_stacks = get_u32(bytes, 8);
-  const size_t after_header = bytes.size() - kHeaderSize;
-  const uint64_t min_records_size = uint64_t{nr_stacks} * kRecordHeaderSize;
-  if (min_records_size > after_header) {
+  if (nr_stacks > kFsmbMaxStacks) {
     throw Error(name + ": corrupt FSMB header: nr_stacks " + std::to_string(nr_stacks) +
-                " needs at least " + std::to_string(min_records_size) + " bytes of records, " +
-                std::to_string(after_header) +
-                " follow the header; the file is truncated or damaged, copy the whole file again");
+                ", no stack table holds more than " + std::to_string(kFsmbMaxStacks) +
+                "; the file is damaged or not an export, re-export it");
   }
 
-  file.stacks.reserve(nr_stacks);
+  const std::string what = std::string(fsmb_revision_name(file.revision)) + " file: ";
+  // A header's count of a truncated file is more than the bytes hold: reserve only what fits.
+  file.stacks.reserve(
+      std::min<size_t>(nr_stacks, (bytes.size() - kHeaderSize) / kRecordHeaderSize));
   size_t offset = kHeaderSize;
   for (uint32_t index = 0; index < nr_stacks; ++index) {
     const size_t left = bytes.size() - offset;
-    if (left < kRecordHeaderSize) {
-      throw truncated_record(name, index, nr_stacks, offset, kRecordHeaderSize, left);
-    }
-    StackRecord stack;
-    stack.stack_id = get_u32(bytes, offset);
-    const uint32_t nr = get_u32(bytes, offset + 4);
-    stack.ref_count = get_u32(bytes, offset + 8);
-    // The record's reserved field is not checked: the kernel path writes 0 there, and a later
-    // writer using it should not make our reader refuse the whole file.
+    const uint32_t nr = left >= kRecordHeaderSize ? get_u32(bytes, offset + 4) : 0;
     if (nr > kFsmbMaxFrames) {
       throw Error(name + ": corrupt FSMB file: " + record_position(index, nr_stacks, offset) +
                   " claims " + std::to_string(nr) + " frames, at most " +
                   std::to_string(kFsmbMaxFrames) +
                   " are possible; the file is damaged, re-export it");
     }
-    const size_t record_size = kRecordHeaderSize + size_t{nr} * kIpSize;
-    if (left < record_size) {
-      throw truncated_record(name, index, nr_stacks, offset, record_size, left);
+    const size_t needed = kRecordHeaderSize + size_t{nr} * kIpSize;
+    // Cut short, as a copy that stopped early leaves it: what came before is whole.
+    if (left < needed) {
+      file.damage = name + ": truncated " + what + record_position(index, nr_stacks, offset) +
+                    " needs " + std::to_string(needed) + " bytes, " + std::to_string(left) +
+                    " left; kept the " + records(index) + " before it, copy the whole file again";
+      return file;
     }
+    StackRecord stack;
+    stack.stack_id = get_u32(bytes, offset);
+    stack.ref_count = get_u32(bytes, offset + 8);
+    // The record's reserved field is not checked: the kernel path writes 0 there, and a later
+    // writer using it should not make our reader refuse the whole file.
     stack.ips.reserve(nr);
-    for (size_t frame = 0; frame < nr; ++frame) {
+    for (size_t frame = 0; frame < nr; ++frame)
       stack.ips.push_back(get_u64(bytes, offset + kRecordHeaderSize + frame * kIpSize));
-    }
     file.stacks.push_back(std::move(stack));
-    offset += record_size;
+    offset += needed;
   }
-
   if (offset != bytes.size()) {
-    throw Error(name + ": corrupt FSMB file: " + std::to_string(bytes.size() - offset) +
-                " trailing bytes at byte " + std::to_string(offset) + " after the last of " +
-                std::to_string(nr_stacks) +
-                " records; nr_stacks does not match the file, re-export it");
+    file.damage = name + ": over-long " + what + std::to_string(bytes.size() - offset) +
+                  " trailing bytes at byte " + std::to_string(offset) + " after the header's " +
+                  records(nr_stacks) +
+                  "; kept every record, re-export the file or check how it was copied";
   }
   return file;
 }

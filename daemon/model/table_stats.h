@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "stackmapd/abi.h"
 
@@ -34,12 +35,20 @@ struct TableStats {
   // Every event of this epoch ends in a hit or exactly one named drop.
   uint64_t events() const { return get(SMC_HITS) + drops(); }
   bool pool_full() const { return entries >= pool_size; }
-  // Share of events whose stack was already stored. The RFC divided hits by
-  // hits + drops, so a stack's first insert counted as a hit and a table of
-  // all-new stacks showed 100%.
-  uint32_t hit_rate_percent() const {
-    if (events() == 0) return 0;
-    return static_cast<uint32_t>((get(SMC_HITS) - get(SMC_INSERTS)) * 100 / events());
+  // The RFC's hit_rate: hits * 100 / (hits + drops), a stack's first insert counted as a hit.
+  // None without events, where the RFC prints no hit_rate line.
+  std::optional<uint64_t> hit_rate_percent() const {
+    if (events() == 0) return std::nullopt;
+    return get(SMC_HITS) * 100 / events();
+  }
+  // Our reuse_rate: share of events whose stack was already stored (hits less first inserts).
+  // None without events, as hit_rate.
+  std::optional<uint64_t> reuse_rate_percent() const {
+    if (events() == 0) return std::nullopt;
+    // A stat read mid-insert can show more inserts than hits (the RFC's kernel counts the
+    // element before the hit, and the tracefs path takes its entries as inserts).
+    const uint64_t reused = get(SMC_HITS) > get(SMC_INSERTS) ? get(SMC_HITS) - get(SMC_INSERTS) : 0;
+    return reused * 100 / events();
   }
 };
 

@@ -296,6 +296,8 @@ size_t TracefsSession::drain(int timeout_ms) {
 
 Snapshot TracefsSession::snapshot() const {
   FsmbFile map = fsmb_decode(read("stack_map_bin"), dir_ + "/stack_map_bin");
+  // The kernel writes it whole: damage here is a failed read, not a map to export.
+  if (!map.damage.empty()) throw Error(map.damage);
   TracefsStat stat = parse_stack_map_stat(read("stack_map_stat"));
   return make_tracefs_snapshot(map, stat, pipe_);
 }
