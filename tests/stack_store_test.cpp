@@ -65,11 +65,12 @@ TEST(StackStore, ClearForgetsEverythingButTheStrings) {
   s.add_counts(st);
   EXPECT_EQ(st.key_pairs, 0u);
   EXPECT_EQ(st.key_overflow, 0u);
-  s.insert(1, {2}, key_of(7, bash), 1);  // the pair counted last before clear()
+  s.insert(1, {2}, key_of(9, bash), 1);  // the pair counted last before clear(), now under the cap
   auto snap = s.snapshot({});
   EXPECT_EQ(snap[0].ips[0], 2u);
   ASSERT_EQ(snap[0].by.size(), 1u);
-  EXPECT_EQ(snap[0].by[0].count, 1u) << "counted afresh";
+  EXPECT_FALSE(snap[0].by[0].other) << "counted afresh";
+  EXPECT_EQ(snap[0].by[0].count, 1u);
   EXPECT_EQ(s.strings().intern("bash"), bash);
 }
 
