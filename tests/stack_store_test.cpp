@@ -54,21 +54,36 @@ TEST(StackStore, RejectsOutOfRangeAndDuplicateIds) {
 }
 
 TEST(StackStore, ClearForgetsEverythingButTheStrings) {
-  StackStore s(8);
+  StackStore s(8, kPidComm, 1);
   uint32_t bash = s.strings().intern("bash");
   s.insert(1, {1}, key_of(7, bash), 1);
+  s.count(1, key_of(9, bash), 1);  // over the cap
   s.clear();
   EXPECT_EQ(s.size(), 0u);
   EXPECT_FALSE(s.count(1, key_of(7, bash), 1));
   TableStats st;
   s.add_counts(st);
   EXPECT_EQ(st.key_pairs, 0u);
-  s.insert(1, {2}, key_of(8, bash), 1);
+  EXPECT_EQ(st.key_overflow, 0u);
+  s.insert(1, {2}, key_of(9, bash), 1);  // the pair counted last before clear(), now under the cap
   auto snap = s.snapshot({});
   EXPECT_EQ(snap[0].ips[0], 2u);
-  ASSERT_EQ(snap[0].by.size(), 1u) << "the pair counted before clear() is gone";
-  EXPECT_EQ(snap[0].by[0].key.pid, 8u);
+  ASSERT_EQ(snap[0].by.size(), 1u);
+  EXPECT_FALSE(snap[0].by[0].other) << "counted afresh";
+  EXPECT_EQ(snap[0].by[0].count, 1u);
   EXPECT_EQ(s.strings().intern("bash"), bash);
+}
+
+TEST(StackStore, TheLastPairCountedSurvivesInserts) {
+  StackStore s(4096, kPidComm, 1);
+  s.insert(0, {1}, key_of(1), 1);
+  s.count(0, key_of(2), 1);  // over the cap: the last pair is stack 0's `other`
+  for (uint32_t id = 1; id < 4096; ++id) s.insert(id, {id}, 0);  // every stack moves
+  s.count(0, key_of(2), 1);
+  auto r = s.snapshot({})[0];
+  ASSERT_EQ(r.by.size(), 2u);
+  EXPECT_EQ(r.by[1].count, 2u);
+  EXPECT_EQ(r.by[0].count + r.by[1].count, r.ref_count);
 }
 
 TEST(StackStore, SplitsByTheKeySpecOnly) {
@@ -103,32 +118,32 @@ TEST(StackStore, ResolvesEveryField) {
              s.strings().intern("/system.slice/ssh.service"),
              s.strings().intern("ssh.service"),
              1,
-             5};
-  s.insert(0, {1}, k, 1);
-  k.source = 7;
+             300};
+  s.insert(0, {1}, k, 2);
+  k.source = 2;
   s.count(0, k, 1);
   auto by = s.snapshot({"kmem:kmem_cache_alloc", "sched:sched_switch"})[0].by;
   ASSERT_EQ(by.size(), 2u);
-  EXPECT_EQ(by[0].key, (KeyValues{1, 2, 5, "sshd", "/system.slice/ssh.service", "ssh.service",
+  EXPECT_EQ(by[0].key, (KeyValues{1, 2, 300, "sshd", "/system.slice/ssh.service", "ssh.service",
                                   "sched:sched_switch"}));
-  EXPECT_EQ(by[1].key.source, "source 7") << "an index past the sources' names";
+  EXPECT_EQ(by[1].key.source, "source 2") << "an index past the sources' names";
 }
 
 TEST(StackStore, OrdersByWeightThenCountThenKeyWithOtherLast) {
-  StackStore s(8, KeySpec::parse("cpu,pid"), 4);
+  StackStore s(8, KeySpec::parse("cpu,pid"), 5);
   s.insert(0, {1}, 1);                                   // a restart's count: `other`
   s.count(0, key_of(5), 10);                             // weight 10, 1 event
-  for (int i = 0; i < 3; ++i) s.count(0, key_of(6), 1);  // weight 3, 3 events
-  s.count(0, key_of(7), 3);                              // weight 3, 1 event
-  EventKey cpu1 = key_of(9);
+  s.count(0, key_of(6), 3);                              // weight 3, 1 event
+  for (int i = 0; i < 3; ++i) s.count(0, key_of(7), 1);  // weight 3, 3 events
+  EventKey cpu1 = key_of(4);
   cpu1.cpu = 1;
-  s.count(0, cpu1, 3);  // weight 3, 1 event, cpu 1: the spec's first field orders it last
+  s.count(0, cpu1, 3);  // weight 3, 1 event: cpu (the spec's first key) puts it after pid 6
   auto by = s.snapshot({})[0].by;
   ASSERT_EQ(by.size(), 5u);
   EXPECT_EQ(by[0].key.pid, 5u);
-  EXPECT_EQ(by[1].key.pid, 6u);
-  EXPECT_EQ(by[2].key.pid, 7u);
-  EXPECT_EQ(by[3].key.pid, 9u);
+  EXPECT_EQ(by[1].key.pid, 7u);
+  EXPECT_EQ(by[2].key.pid, 6u);
+  EXPECT_EQ(by[3].key.pid, 4u);
   EXPECT_TRUE(by[4].other);
   EXPECT_EQ(by[4].count, 1u);
 }

@@ -64,7 +64,7 @@ void StackStore::insert(uint32_t id, std::vector<uint64_t> ips, uint64_t ref_cou
   stacks_.push_back(std::move(r));
   other_.push_back(Counts{ref_count, ref_count});
   index_[id] = static_cast<uint32_t>(stacks_.size());
-  last_ = nullptr;  // other_ may have moved
+  last_ = nullptr;  // other_ may have moved; and after clear(), every count starts here
 }
 
 void StackStore::insert(uint32_t id, std::vector<uint64_t> ips, const EventKey& key,
@@ -126,7 +126,6 @@ void StackStore::clear() {
   other_.clear();
   pairs_.clear();
   key_overflow_ = 0;
-  last_ = nullptr;
 }
 
 void StackStore::add_counts(TableStats& s) const {
