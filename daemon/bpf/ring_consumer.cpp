@@ -31,6 +31,7 @@ RingConsumer::RingConsumer(int ring_fd, const TableView& table, StackStore& stor
                      "the BPF ring buffer's producer page (the kernel must be 5.8+)"),
       ring_(ring_buffer__new(ring_fd, on_record, this, nullptr)),
       unnamed_(store.strings().intern("[unnamed]")) {
+  if (store.keys().has(KeyField::cgroup) || store.keys().has(KeyField::unit)) cgroups_.emplace();
   if (!ring_)
     throw Error("cannot set up the ring-buffer consumer: " + std::string(std::strerror(errno)));
 }
@@ -78,15 +79,14 @@ EventKey RingConsumer::key_of(const smt_event_record& e) {
 // was removed meanwhile could no longer be.
 uint32_t RingConsumer::cgroup_string(uint64_t id, bool unit) {
   auto it = cgroup_strings_.find(id);
-  if (it == cgroup_strings_.end()) {
-    const std::string& path = cgroups_.path(id);
-    StringTable& strings = store_.strings();
-    it = cgroup_strings_
-             .emplace(id, std::make_pair(strings.intern(path),
-                                         strings.intern(unit_of_cgroup(path))))
-             .first;
-  }
-  return unit ? it->second.second : it->second.first;
+  if (it != cgroup_strings_.end()) return unit ? it->second.second : it->second.first;
+  const std::string path = cgroups_->path(id);
+  StringTable& strings = store_.strings();
+  const std::pair<uint32_t, uint32_t> ids(strings.intern(path),
+                                          strings.intern(unit_of_cgroup(path)));
+  // A cgroup made since the last walk is named for good by a later one.
+  if (!cgroups_->provisional(id)) cgroup_strings_.emplace(id, ids);
+  return unit ? ids.second : ids.first;
 }
 
 const std::string& RingConsumer::comm_of(uint32_t name) const {

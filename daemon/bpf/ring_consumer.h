@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -74,7 +75,7 @@ class RingConsumer {
   // BPF name id -> the store's string id; the id of "[unnamed]" for 0.
   std::unordered_map<uint32_t, uint32_t> names_;
   uint32_t unnamed_;
-  CgroupNames cgroups_;
+  std::optional<CgroupNames> cgroups_;  // only with --by cgroup or unit: it walks cgroupfs
   // cgroup id -> string ids of its path and its systemd unit.
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cgroup_strings_;
   uint32_t epoch_ = 0;
