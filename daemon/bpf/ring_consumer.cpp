@@ -67,8 +67,12 @@ EventKey RingConsumer::key_of(const smt_event_record& e) {
   k.source = e.source;
   k.cpu = e.cpu;
   if (keys.has(KeyField::comm)) {
-    auto it = names_.find(e.name);
-    k.comm = it == names_.end() ? unnamed_ : it->second;
+    // Runs of one thread's events are the common case: no lookup for them.
+    if (e.name != last_name_.first || !last_name_.second) {
+      auto it = names_.find(e.name);
+      last_name_ = {e.name, it == names_.end() ? unnamed_ : it->second};
+    }
+    k.comm = last_name_.second;
   }
   if (keys.has(KeyField::cgroup)) k.cgroup = cgroup_string(e.cgroup_id, false);
   if (keys.has(KeyField::unit)) k.unit = cgroup_string(e.cgroup_id, true);
@@ -78,8 +82,13 @@ EventKey RingConsumer::key_of(const smt_event_record& e) {
 // Cgroups are named when first seen: by the end of the session one that
 // was removed meanwhile could no longer be.
 uint32_t RingConsumer::cgroup_string(uint64_t id, bool unit) {
+  if (id == last_cgroup_.first && last_cgroup_.second)
+    return unit ? last_cgroup_.second->second : last_cgroup_.second->first;
   auto it = cgroup_strings_.find(id);
-  if (it != cgroup_strings_.end()) return unit ? it->second.second : it->second.first;
+  if (it != cgroup_strings_.end()) {
+    last_cgroup_ = {id, &it->second};  // node-based: stays valid as the map grows
+    return unit ? it->second.second : it->second.first;
+  }
   const std::string path = cgroups_->path(id);
   StringTable& strings = store_.strings();
   const std::pair<uint32_t, uint32_t> ids(strings.intern(path),
@@ -119,6 +128,7 @@ int RingConsumer::on_record(void* ctx, void* data, size_t size) {
     std::memcpy(&n, data, sizeof(n));
     const std::string_view comm(n.comm, strnlen(n.comm, sizeof(n.comm)));
     self->names_[n.name] = self->store_.strings().intern(comm);
+    self->last_name_ = {};
   } else if (size == sizeof(smt_trace_record)) {
     smt_trace_record t;
     std::memcpy(&t, data, sizeof(t));

@@ -75,9 +75,11 @@ class RingConsumer {
   // BPF name id -> the store's string id; the id of "[unnamed]" for 0.
   std::unordered_map<uint32_t, uint32_t> names_;
   uint32_t unnamed_;
+  std::pair<uint32_t, uint32_t> last_name_;  // the last lookup; string id 0: none yet
   std::optional<CgroupNames> cgroups_;  // only with --by cgroup or unit: it walks cgroupfs
   // cgroup id -> string ids of its path and its systemd unit.
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cgroup_strings_;
+  std::pair<uint64_t, const std::pair<uint32_t, uint32_t>*> last_cgroup_ = {0, nullptr};
   uint32_t epoch_ = 0;
   bool discarding_ = false;
   uint64_t consumed_ = 0;
