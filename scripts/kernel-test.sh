@@ -4,7 +4,11 @@
 # Tests the ftrace stackmap kernel series (packaging/kernel/) in a booted
 # Linux 6.12 under qemu (TCG), as root on Debian 12:
 #   1. installs the packages it needs (apt-get);
-#   2. untars Debian's linux-source-6.12 and applies the series;
+#   2. untars Debian's linux-source-6.12, applies the series and runs the
+#      tree's scripts/checkpatch.pl --strict on every patch (a report fails
+#      the run; the stored patches have no Signed-off-by, which
+#      packaging/kernel/make-series.sh adds for the submitter, so only that
+#      check is left out);
 #   3. builds a minimal kernel (tinyconfig + tests/kernel/min.config, with BPF
 #      and BTF from tests/kernel/bpf.config) and a KASAN + lockdep one
 #      (min.config + tests/kernel/debug.config), in separate O= dirs;
@@ -72,6 +76,7 @@ mkdir -p "$WORK/logs"
 # The second group builds the static stackmapd (see scripts/deps.sh).
 PKGS="linux-source-6.12 qemu-system-x86 busybox-static build-essential bc flex bison
       libssl-dev libelf-dev dwarves cpio ccache xz-utils gzip patch python3 kmod file
+      python3-ply python3-git
       cmake pkg-config clang llvm libbpf-dev bpftool zlib1g-dev libsystemd-dev
       libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev"
 if [ $deps = 1 ]; then
@@ -108,6 +113,21 @@ if [ "$(cat "$WORK/linux.stamp" 2>/dev/null)" != "$key" ]; then
 	echo "$key" > "$WORK/linux.stamp"
 fi
 log "source: Linux $(make -s -C "$SRC" kernelversion) + ${#PATCHES[@]} patches"
+
+# checkpatch's SPDX check runs python3 with ply and git: Debian's, not a
+# python3 earlier in PATH (pyenv, venv) that may lack them.
+checkpatch_fail=0
+: > "$WORK/logs/checkpatch.log"
+for p in "${PATCHES[@]}"; do
+	if (cd "$SRC" && PATH=/usr/bin:/bin:$PATH ./scripts/checkpatch.pl --strict \
+		--ignore MISSING_SIGN_OFF -q "$p") >> "$WORK/logs/checkpatch.log" 2>&1; then
+		echo "KTEST: checkpatch PASS $(basename "$p")" >> "$WORK/logs/checkpatch.log"
+	else
+		echo "KTEST: checkpatch FAIL $(basename "$p")" >> "$WORK/logs/checkpatch.log"
+		checkpatch_fail=1
+	fi
+done
+log "checkpatch --strict: $(grep -c '^KTEST: checkpatch PASS' "$WORK/logs/checkpatch.log")/${#PATCHES[@]} clean"
 
 # --- 3. kernels ---
 export CCACHE_DIR=$WORK/ccache CCACHE_BASEDIR=$WORK CCACHE_MAXSIZE=4G
@@ -237,6 +257,10 @@ done
 
 # --- 6. verdict ---
 fail=0
+echo "== checkpatch --strict (--ignore MISSING_SIGN_OFF)"
+grep -v '^KTEST: checkpatch' "$WORK/logs/checkpatch.log" | sed 's/^/   | /' || true
+grep '^KTEST: checkpatch' "$WORK/logs/checkpatch.log" | sed 's/^/   /'
+[ $checkpatch_fail = 0 ] || fail=1
 for logf in "$WORK"/logs/guest-*.log; do
 	name=$(basename "$logf" .log)
 	case " $variants " in *" $(echo "$name" | cut -d- -f2) "*) ;; *) continue ;; esac
@@ -264,7 +288,7 @@ if [[ " $variants " == *" min "* ]]; then
 	echo "     full stacks: $(fig min-full events_per_mb_full_stacks)   with options/stackmap: $(fig min-full events_per_mb_stackmap)"
 	echo "   memory: table $(fig min-full table_memory_kb) kB at bits=$(fig min-full stackmap_bits), MemFree -$(fig min-full memfree_cost_kb) kB, Slab +$(fig min-full slab_cost_kb) kB on first enable; 0 kB before"
 	echo "   BPF backend (TCG, ns are emulated): fentry vfs_read $(fig min-full fentry_vfs_read_hits) hits at $(fig min-full fentry_ns_per_run_tcg) ns/run; 'vfs_rea*' $(fig min-full fentry_glob_functions) functions; sched_switch $(fig min-full tracepoint_sched_switch_hits) hits; profile $(fig min-full profile_samples) samples"
-	echo "   exhaustion (bits=10): $(fig min-exhaust exhaust_us_per_event_before) us/event before, $(fig min-exhaust exhaust_us_per_event_after) us/event after; drops_pool_full $(fig min-exhaust exhaust_drops_pool_full)"
+	echo "   exhaustion (bits=10): $(fig min-exhaust exhaust_us_per_event_before) us/event before, $(fig min-exhaust exhaust_us_per_event_after) us/event after; drop_pool_full $(fig min-exhaust exhaust_drop_pool_full)"
 fi
 echo "== times (s): $(tr '\n' ' ' < "$WORK/logs/times")total=$(($(now) - T0))"
 if [ $fail = 0 ]; then

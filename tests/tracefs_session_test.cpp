@@ -24,12 +24,12 @@ constexpr const char* kKernelStat =
     "table_size: 2048\n"
     "hits:       120\n"
     "drops:      7\n"
-    "hit_rate:   92%\n"
+    "hit_rate:   94%\n"
+    "truncated:  2\n"
     "inserts:    3\n"
-    "drops_pool_full:   4\n"
-    "drops_probe_limit: 1\n"
-    "drops_busy:        0\n"
-    "drops_too_deep:    2\n"
+    "drop_pool_full:   4\n"
+    "drop_probe_limit: 1\n"
+    "drop_busy:        2\n"
     "max_depth:  64\n"
     "bits:       10\n"
     "resets:     5\n"
@@ -52,9 +52,10 @@ TEST(TracefsStat, ParsesKernelSeries) {
   EXPECT_EQ(st.hits, 120u);
   EXPECT_EQ(st.drops, 7u);
   EXPECT_EQ(st.inserts, 3u);
-  EXPECT_EQ(st.drops_pool_full, 4u);
-  EXPECT_EQ(st.drops_probe_limit, 1u);
-  EXPECT_EQ(st.drops_too_deep, 2u);
+  EXPECT_EQ(st.truncated, 2u);
+  EXPECT_EQ(st.drop_pool_full, 4u);
+  EXPECT_EQ(st.drop_probe_limit, 1u);
+  EXPECT_EQ(st.drop_busy, 2u);
   EXPECT_EQ(st.resets, 5u);
   EXPECT_TRUE(st.has_breakdown);
 }
@@ -146,8 +147,10 @@ TEST(TracefsSnapshot, MapsKernelCountersAndStacks) {
   EXPECT_EQ(st.get(SMC_INSERTS), 3u);
   EXPECT_EQ(st.get(SMC_DROP_POOL_FULL), 4u);
   EXPECT_EQ(st.get(SMC_DROP_PROBE_LIMIT), 1u);
-  EXPECT_EQ(st.get(SMC_DROP_STACK_ERROR), 2u);
-  EXPECT_EQ(st.drops(), 7u);  // the kernel's drops line, exactly
+  EXPECT_EQ(st.get(SMC_DROP_BUSY), 2u);
+  EXPECT_EQ(st.get(SMC_DROP_STACK_ERROR), 0u);  // deep stacks are truncated
+  EXPECT_EQ(st.get(SMC_TRUNCATED), 2u);         // and counted, as on the BPF path
+  EXPECT_EQ(st.drops(), 7u);                    // the kernel's drops line, exactly
   EXPECT_EQ(st.resets, 5u);
   EXPECT_EQ(st.events_total, 4u);
   EXPECT_EQ(st.bad_records, 0u);

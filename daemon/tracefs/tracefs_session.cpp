@@ -95,11 +95,11 @@ TracefsStat parse_stack_map_stat(std::string_view text) {
     else if (key == "bits") st.bits = static_cast<uint32_t>(v);
     else if (key == "hits") st.hits = v;
     else if (key == "drops") st.drops = v;
+    else if (key == "truncated") st.truncated = v;
     else if (key == "inserts") st.inserts = v, st.has_breakdown = true;
-    else if (key == "drops_pool_full") st.drops_pool_full = v;
-    else if (key == "drops_probe_limit") st.drops_probe_limit = v;
-    else if (key == "drops_busy") st.drops_busy = v;
-    else if (key == "drops_too_deep") st.drops_too_deep = v;
+    else if (key == "drop_pool_full") st.drop_pool_full = v;
+    else if (key == "drop_probe_limit") st.drop_probe_limit = v;
+    else if (key == "drop_busy") st.drop_busy = v;
     else if (key == "resets") st.resets = v;
   }
   if (!have_entries)
@@ -170,11 +170,11 @@ Snapshot make_tracefs_snapshot(const FsmbFile& map, const TracefsStat& stat,
   ts.counters[SMC_HITS] = stat.hits;
   if (stat.has_breakdown) {
     ts.counters[SMC_INSERTS] = stat.inserts;
-    ts.counters[SMC_DROP_POOL_FULL] = stat.drops_pool_full;
-    ts.counters[SMC_DROP_PROBE_LIMIT] = stat.drops_probe_limit;
-    ts.counters[SMC_DROP_BUSY] = stat.drops_busy;
-    // Deeper than the map stores: the event kept its full stack instead.
-    ts.counters[SMC_DROP_STACK_ERROR] = stat.drops_too_deep;
+    ts.counters[SMC_DROP_POOL_FULL] = stat.drop_pool_full;
+    ts.counters[SMC_DROP_PROBE_LIMIT] = stat.drop_probe_limit;
+    ts.counters[SMC_DROP_BUSY] = stat.drop_busy;
+    // Deep stacks are truncated, not dropped, on both paths.
+    ts.counters[SMC_TRUNCATED] = stat.truncated;
   } else {
     // The RFC's kernel: one drop counter, and first inserts among the hits.
     ts.counters[SMC_INSERTS] = stat.entries;

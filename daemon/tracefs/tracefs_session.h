@@ -35,8 +35,12 @@
 
 namespace stackmapd {
 
-// stack_map_stat as the kernel series writes it. Lines this reader does not
-// know are ignored; the RFC's kernel wrote only the first five.
+// stack_map_stat as the kernel series writes it: the RFC's five lines
+// (entries, table_size, hits with first inserts included, drops, and
+// hit_rate = hits * 100 / (hits + drops) once there is an event), then
+// truncated, inserts, and the drop causes under the names the BPF path's
+// stat export uses (drop_pool_full, drop_probe_limit, drop_busy). Lines this
+// reader does not know are ignored; the RFC's kernel wrote only the five.
 struct TracefsStat {
   uint32_t entries = 0;
   uint32_t pool_size = 0;
@@ -44,13 +48,13 @@ struct TracefsStat {
   uint32_t bits = 0;
   uint64_t hits = 0;
   uint64_t drops = 0;
+  uint64_t truncated = 0;  // hits on a stack cut to its innermost 64 frames
   uint64_t inserts = 0;
-  uint64_t drops_pool_full = 0;
-  uint64_t drops_probe_limit = 0;
-  uint64_t drops_busy = 0;
-  uint64_t drops_too_deep = 0;
+  uint64_t drop_pool_full = 0;
+  uint64_t drop_probe_limit = 0;
+  uint64_t drop_busy = 0;
   uint64_t resets = 0;
-  bool has_breakdown = false;  // the drops_* and inserts lines were there
+  bool has_breakdown = false;  // the drop_* and inserts lines were there
 };
 
 // Throws Error when the `entries:` line is missing or malformed.

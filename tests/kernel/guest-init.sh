@@ -7,10 +7,12 @@
 #   KTEST-VERDICT: PASS|FAIL
 # then reboots. scripts/kernel-test.sh parses these lines.
 #   ktest_mode=full     selftest, lazy allocation and memory cost, events per MB,
-#                       stress on both vCPUs, tracefs backend of stackmapd, and
-#                       its BPF backend (fentry, tracepoint, profile; needs BTF)
+#                       stat lines, ids after a reset, stress on both vCPUs,
+#                       tracefs backend of stackmapd, and its BPF backend
+#                       (fentry, tracepoint, profile; needs BTF)
 #   ktest_mode=exhaust  pool exhaustion (boot with ftrace_stackmap.bits=10)
-#   ktest_mode=debug    selftest, stress and exhaustion (sanitizer kernel)
+#   ktest_mode=debug    selftest, ids after a reset, stress and exhaustion
+#                       (sanitizer kernel)
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
@@ -183,6 +185,100 @@ run_events_per_mb() {
 	echo 1408 > $T/buffer_size_kb
 }
 
+# stack_map_stat: the RFC's five lines first, with its meaning (hit_rate =
+# hits * 100 / (hits + drops), first inserts among the hits, only once there
+# is an event), then "truncated:" and the drop_* causes adding up to drops.
+check_stat() { # name dir
+	f=$2/stack_map_stat
+	h=$(stat_val "$2" hits) d=$(stat_val "$2" drops) r=$(stat_val "$2" hit_rate)
+	trunc=$(stat_val "$2" truncated)
+	causes=$(($(stat_val "$2" drop_pool_full) + $(stat_val "$2" drop_probe_limit) + $(stat_val "$2" drop_busy)))
+	first=$(head -4 "$f" | cut -d: -f1 | tr '\n' ' ')
+	why=""
+	[ "$first" = "entries table_size hits drops " ] || why="first lines '$first'"
+	if [ "$((h + d))" -gt 0 ]; then
+		[ "$(sed -n 5p "$f" | cut -d: -f1)" = hit_rate ] || why="$why; line 5 is not hit_rate"
+		[ "$r" = "$((h * 100 / (h + d)))%" ] || why="$why; hit_rate $r != $h*100/($h+$d)"
+	else
+		! grep -q '^hit_rate:' "$f" || why="$why; hit_rate without events"
+	fi
+	[ -n "$trunc" ] && [ "$trunc" -le "$h" ] || why="$why; truncated '$trunc' (hits $h)"
+	[ "$causes" = "$d" ] || why="$why; drop_* add up to $causes, drops $d"
+	! grep -q '^drops_' "$f" || why="$why; old drops_* lines"
+	if [ -z "$why" ]; then
+		result "$1" PASS "hits $h, drops $d, hit_rate ${r:-(none)}, truncated $trunc"
+	else
+		result "$1" FAIL "${why#; }"
+		cat "$f"
+	fi
+}
+
+run_stat() {
+	reset_tracing $T
+	echo 1 > $T/options/stackmap
+	echo 0 > $T/stack_map
+	check_stat stat-empty $T
+	echo 1 > $T/options/stacktrace
+	echo 1 > $T/events/kmem/kmem_cache_alloc/enable
+	echo 1 > $T/tracing_on
+	workload 20
+	echo 0 > $T/tracing_on
+	check_stat stat-events $T
+	figure truncated_events "$(stat_val $T truncated)"
+	# Deeper than 64 frames is truncated to the innermost 64, never more.
+	deepest=$(sed -n 's/^stack_id .*depth \([0-9]*\)\]$/\1/p' $T/stack_map | sort -n | tail -1)
+	figure deepest_stack "$deepest"
+	if [ -n "$deepest" ] && [ "$deepest" -le 64 ]; then
+		result max-depth PASS "deepest stored stack $deepest frames (max_depth $(stat_val $T max_depth))"
+	else
+		result max-depth FAIL "deepest stored stack '$deepest'"
+	fi
+	reset_tracing $T
+}
+
+# A reset must not leave ids of the old table in the trace: such an id would
+# resolve against the new table, where its slot may hold another stack.
+# Events keep coming on both vCPUs across the reset.
+run_reset_ids() {
+	reset_tracing $T
+	echo 4096 > $T/buffer_size_kb
+	echo 1 > $T/options/stackmap
+	echo 0 > $T/stack_map
+	echo 1 > $T/options/stacktrace
+	echo 1 > $T/events/kmem/kmem_cache_alloc/enable
+	echo 1 > $T/tracing_on
+	workload 20
+	echo ktest-before-reset > $T/trace_marker
+	before=$(grep -c '<stack_id [0-9]*>' $T/trace)
+	rm -f /tmp/stop
+	stress_cpu 0
+	stress_cpu 1
+	echo reset > $T/stack_map
+	workload 10
+	touch /tmp/stop
+	wait
+	echo 0 > $T/tracing_on
+	echo 0 > $T/events/kmem/kmem_cache_alloc/enable
+	cat $T/trace > /tmp/trace
+	cat $T/stack_map > /tmp/stack_map
+	stale=$(grep -c ktest-before-reset /tmp/trace)
+	after=$(grep -c '<stack_id [0-9]*>' /tmp/trace)
+	unresolved=0
+	for id in $(grep -o '<stack_id [0-9]*>' /tmp/trace | tr -dc '0-9\n' | sort -u); do
+		grep -q "^stack_id $id \[" /tmp/stack_map || unresolved=$((unresolved + 1))
+	done
+	reset_tracing $T
+	echo 1408 > $T/buffer_size_kb
+	figure reset_ids_before "$before"
+	figure reset_ids_after "$after"
+	if [ "$before" -gt 0 ] && [ "$stale" = 0 ] && [ "$after" -gt 0 ] && [ "$unresolved" = 0 ]; then
+		result reset-ids PASS "$before ids before the reset gone; $after after it, all in the new stack_map"
+	else
+		result reset-ids FAIL "before $before, marker left $stale, after $after, unresolved ids $unresolved"
+	fi
+	check_dmesg reset-ids
+}
+
 stress_cpu() { # cpu
 	taskset -c "$1" sh -c 'while [ ! -e /tmp/stop ]; do /bin/true; ls /proc > /dev/null; done' &
 }
@@ -302,7 +398,7 @@ run_exhaustion() {
 	echo 0 > $T/events/enable
 	echo > $T/trace
 	entries=$(stat_val $T entries)
-	pool_drops0=$(stat_val $T drops_pool_full)
+	pool_drops0=$(stat_val $T drop_pool_full)
 
 	echo 1 > $T/events/kmem/kmem_cache_alloc/enable
 	echo 1 > $T/tracing_on
@@ -312,7 +408,8 @@ run_exhaustion() {
 	t3=$(now_cs)
 	ev3=$(($(stat_val $T hits) + $(stat_val $T drops)))
 	echo 0 > $T/tracing_on
-	pool_drops=$(stat_val $T drops_pool_full)
+	pool_drops=$(stat_val $T drop_pool_full)
+	check_stat exhaust-stat $T
 	cat $T/stack_map_bin > /tmp/bin
 	fsmb=$(fsmb_check /tmp/bin)
 	reset_tracing $T
@@ -323,7 +420,7 @@ run_exhaustion() {
 	us_after=$(((t3 - t2) * 10000 / (e_after + 1)))
 	figure exhaust_bits "$bits"
 	figure exhaust_entries "$entries"
-	figure exhaust_drops_pool_full "$pool_drops"
+	figure exhaust_drop_pool_full "$pool_drops"
 	figure exhaust_events_before "$e_before"
 	figure exhaust_events_after "$e_after"
 	figure exhaust_drops_after "$((pool_drops - pool_drops0))"
@@ -332,7 +429,7 @@ run_exhaustion() {
 	if [ "$entries" -eq "$pool" ] && [ "$((pool_drops - pool_drops0))" -ge "$((e_after / 2))" ] &&
 	   [ "$e_after" -gt 0 ] && [ "$us_after" -le $((us_before * 3 + 5)) ] &&
 	   [ "$fsmb" = "$pool OK" ]; then
-		result exhaustion PASS "pool $entries/$pool full, drops_pool_full $pool_drops, $us_before us/event before vs $us_after after"
+		result exhaustion PASS "pool $entries/$pool full, drop_pool_full $pool_drops, $us_before us/event before vs $us_after after"
 	else
 		result exhaustion FAIL "entries $entries/$pool, drops $pool_drops0 -> $pool_drops, $us_before vs $us_after us/event, fsmb: $fsmb"
 	fi
@@ -560,6 +657,8 @@ full)
 	run_memory
 	run_selftest
 	run_events_per_mb
+	run_stat
+	run_reset_ids
 	run_stress
 	run_stackmapd
 	run_daemon
@@ -570,6 +669,7 @@ exhaust)
 	;;
 debug)
 	run_selftest
+	run_reset_ids
 	run_stress
 	run_exhaustion
 	;;
