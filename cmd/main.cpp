@@ -75,8 +75,8 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt) {
 int run_trace(const TraceArgs& args) {
   // `--top N` alone asks the running daemon, like `stackmapd ctl top N`.
   if (args.top && args.events.empty() && args.functions.empty() && !args.profile_hz &&
-      args.by.empty() && args.sum.empty() && !args.offcpu &&
-      args.output.empty() && !args.duration && args.trace.empty()) {
+      args.by.empty() && args.sum.empty() && !args.offcpu && args.output.empty() &&
+      !args.duration && args.trace.empty()) {
     if (auto reply = control_request(args.socket, "top " + std::to_string(*args.top))) {
       std::cout << *reply;
       return 0;

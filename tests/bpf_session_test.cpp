@@ -289,7 +289,9 @@ TEST_F(BpfSessionTest, ResetRollsBackWhenTheGracePeriodFails) {
   EXPECT_EQ(after.get(SMC_DROP_RESETTING), before.get(SMC_DROP_RESETTING))
       << "the table was left resetting";
   EXPECT_GE(s.store().size(), stacks) << "nothing was cleared";
-  EXPECT_EQ(s.store().total_events(), after.get(SMC_HITS));
+  // Attached, events of other processes arrive between the drain and the
+  // stats: exact equality is checked once detached, below.
+  EXPECT_LE(s.store().total_events(), after.get(SMC_HITS));
 
   s.set_grace_period(
       [] { return static_cast<int>(syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0)); });

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/export/breakdown.h"
 #include "daemon/export/exports.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "daemon/export/breakdown.h"
 #include "daemon/export/fsmb.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"

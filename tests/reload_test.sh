@@ -100,6 +100,8 @@ reload_fails "pinned = /nonexistent" 'event = ["kmem:kmem_cache_alloc"]' 'pinned
 reload_fails "bits = 20 in a 256 MiB cgroup" 'event = ["kmem:kmem_cache_alloc"]' 'bits = 20'
 reload_fails "event ftrace:print cannot attach" 'event = ["ftrace:print", "kmem:kmem_cache_alloc"]'
 check "the failed re-attach is named in the log" 'grep -q "ftrace:print" "$tmp/daemon.err"'
+reload_fails "by = nosuchkey" 'event = ["kmem:kmem_cache_alloc"]' 'by = nosuchkey'
+reload_fails "sum = nosuchfield" 'event = ["kmem:kmem_cache_alloc"]' 'sum = nosuchfield'
 
 # Reloads that can work still do: events alone (the table kept), then a new table.
 start_daemon
@@ -111,6 +113,15 @@ printf '%s\nevent = ["kmem:kmem_cache_alloc"]\nbits = 12\n' "$base" > "$conf"
 reply=$(ctl reload)
 check "a good reload to bits = 12 works ($reply)" 'grep -q "(new table)" <<< "$reply"'
 still_counting "after the new table" 8192
+# Attribution from the config file (issue 13): a new session, and `ctl top` splits by it.
+printf '%s\nevent = ["kmem:kmem_cache_alloc"]\nby = comm\nsum = bytes_alloc\n' "$base" > "$conf"
+reply=$(ctl reload)
+check "a good reload to by = comm, sum = bytes_alloc works ($reply)" \
+  'grep -q "(new table)" <<< "$reply"'
+still_counting "after the attribution reload" 32768
+top=$(ctl top 3)
+check "ctl top ranks by bytes_alloc and splits each stack by comm" \
+  'grep -q "bytes_alloc" <<< "$top" && grep -q "^  by comm:" <<< "$top"'
 stop_daemon "good reloads"
 [ "$failures" -eq 0 ] || { echo "--- daemon log"; tail -n 30 "$tmp/daemon.err"; }
 

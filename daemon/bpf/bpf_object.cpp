@@ -212,16 +212,16 @@ StackmapdSkeleton BpfObject::load_function(const std::string& function, uint32_t
   bpf_program__set_autoload(obj->progs.stackmapd_profile, false);
   bpf_program__set_autoload(obj->progs.stackmapd_offcpu, false);
   bpf_program__set_attach_target(obj->progs.stackmapd_fentry, 0, function.c_str());
-  const std::pair<bpf_map*, bpf_map*> shared_maps[] = {{obj->maps.slots, skel_->maps.slots},
-                                                       {obj->maps.pool, skel_->maps.pool},
-                                                       {obj->maps.counters, skel_->maps.counters},
-                                                       {obj->maps.scratch, skel_->maps.scratch},
-                                                       {obj->maps.nesting, skel_->maps.nesting},
-                                                       {obj->maps.ids, skel_->maps.ids},
-                                                       {obj->maps.names, skel_->maps.names},
-                                                       {obj->maps.offcpu_start,
-                                                        skel_->maps.offcpu_start},
-                                                       {obj->maps.bss, skel_->maps.bss}};
+  const std::pair<bpf_map*, bpf_map*> shared_maps[] = {
+      {obj->maps.slots, skel_->maps.slots},
+      {obj->maps.pool, skel_->maps.pool},
+      {obj->maps.counters, skel_->maps.counters},
+      {obj->maps.scratch, skel_->maps.scratch},
+      {obj->maps.nesting, skel_->maps.nesting},
+      {obj->maps.ids, skel_->maps.ids},
+      {obj->maps.names, skel_->maps.names},
+      {obj->maps.offcpu_start, skel_->maps.offcpu_start},
+      {obj->maps.bss, skel_->maps.bss}};
   int err = 0;
   for (const auto& [mine, main] : shared_maps)
     if (!err) err = bpf_map__reuse_fd(mine, bpf_map__fd(main));

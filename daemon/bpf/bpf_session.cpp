@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/bpf/bpf_session.h"
 
+#include <bpf/bpf.h>
 #include <linux/membarrier.h>
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
-#include <unistd.h>
-
-#include <bpf/bpf.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -159,8 +158,8 @@ void BpfSession::close_open_blocks() {
     if (bpf_map_lookup_elem(fd, &tid, &s) != 0 || s.epoch != epoch() || s.ts_ns > now_ns ||
         now_ns - s.ts_ns < min_block_ns_)
       continue;
-    blocks.push_back({s.stack_id, s.epoch, s.tgid, tid, s.cgroup_id, now_ns - s.ts_ns, s.name,
-                      s.source, s.cpu});
+    blocks.push_back(
+        {s.stack_id, s.epoch, s.tgid, tid, s.cgroup_id, now_ns - s.ts_ns, s.name, s.source, s.cpu});
     inserted.push_back(s.inserted != 0);
   }
   consumer_.close_blocks(blocks, inserted);

@@ -53,8 +53,7 @@ class RingConsumer {
   void set_trace_sink(TraceSink sink) { trace_sink_ = std::move(sink); }
   // Counts --offcpu blocks still open when the session ends, as the BPF
   // side would have at their end (records of the current epoch only).
-  void close_blocks(const std::vector<smt_event_record>& blocks,
-                    const std::vector<bool>& inserted);
+  void close_blocks(const std::vector<smt_event_record>& blocks, const std::vector<bool>& inserted);
   // Adds the consumer's counts (verify, stale, bad records, open blocks) to `s`.
   void add_counts(TableStats& s) const;
 
@@ -76,7 +75,7 @@ class RingConsumer {
   std::unordered_map<uint32_t, uint32_t> names_;
   uint32_t unnamed_;
   std::pair<uint32_t, uint32_t> last_name_;  // the last lookup; string id 0: none yet
-  std::optional<CgroupNames> cgroups_;  // only with --by cgroup or unit: it walks cgroupfs
+  std::optional<CgroupNames> cgroups_;       // only with --by cgroup or unit: it walks cgroupfs
   // cgroup id -> string ids of its path and its systemd unit.
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cgroup_strings_;
   std::pair<uint64_t, const std::pair<uint32_t, uint32_t>*> last_cgroup_ = {0, nullptr};

@@ -3,10 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <optional>
 
 #include "daemon/bpf/sources.h"
 #include "daemon/model/attribution.h"

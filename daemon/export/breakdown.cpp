@@ -46,9 +46,7 @@ std::vector<std::string> key_frames(const KeySpec& keys, const KeyCount& k) {
         break;
       case KeyField::tid: frames.push_back("tid " + std::to_string(k.key.tid)); break;
       case KeyField::cgroup: frames.push_back(k.key.cgroup); break;
-      case KeyField::unit:
-        frames.push_back(k.key.unit.empty() ? "[no unit]" : k.key.unit);
-        break;
+      case KeyField::unit: frames.push_back(k.key.unit.empty() ? "[no unit]" : k.key.unit); break;
       case KeyField::source: frames.push_back(k.key.source); break;
       case KeyField::cpu: frames.push_back("cpu " + std::to_string(k.key.cpu)); break;
     }

@@ -25,18 +25,16 @@ std::string TraceWriter::format(const smt_trace_record& r, const std::string& co
                                 const std::string& source) {
   const smt_event_record& e = r.event;
   char line[160];
-  int n = std::snprintf(line, sizeof(line), "%16s-%-7u [%03u] %5llu.%06llu: %s <stack_id %u>\n",
-                        comm.c_str(), e.tid, e.cpu,
-                        static_cast<unsigned long long>(r.ts_ns / 1000000000),
-                        static_cast<unsigned long long>(r.ts_ns % 1000000000 / 1000),
-                        source.c_str(), e.stack_id);
+  int n = std::snprintf(
+      line, sizeof(line), "%16s-%-7u [%03u] %5llu.%06llu: %s <stack_id %u>\n", comm.c_str(), e.tid,
+      e.cpu, static_cast<unsigned long long>(r.ts_ns / 1000000000),
+      static_cast<unsigned long long>(r.ts_ns % 1000000000 / 1000), source.c_str(), e.stack_id);
   return std::string(line, n > 0 ? std::min<size_t>(n, sizeof(line) - 1) : 0);
 }
 
 void TraceWriter::write(const smt_trace_record& r, const std::string& comm) {
   static const std::string unknown = "unknown";
-  const std::string& source =
-      r.event.source < sources_.size() ? sources_[r.event.source] : unknown;
+  const std::string& source = r.event.source < sources_.size() ? sources_[r.event.source] : unknown;
   std::string line = format(r, comm, source);
   std::fwrite(line.data(), 1, line.size(), out_);
   ++lines_;

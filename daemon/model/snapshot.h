@@ -22,7 +22,7 @@ struct Snapshot {
   std::vector<StackRecord> stacks;  // by stack_id
   KernelInfo kernel;                // for symbolizing elsewhere; empty: not written
   KeySpec keys;                     // what each stack's `by` is split by
-  std::string weight_unit;  // of StackRecord::weight ("bytes_alloc", "ns"); empty: unweighted
+  std::string weight_unit;      // of StackRecord::weight ("bytes_alloc", "ns"); empty: unweighted
   bool keys_requested = false;  // --by given: the exports show each stack's keys
   std::vector<std::string> sources;  // event sources by index (KeyValues::source names them)
 };

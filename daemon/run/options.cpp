@@ -83,8 +83,9 @@ SessionConfig SessionOptions::session_config() const {
   s.pinned_dir = pinned;
   if (!by.empty()) s.keys = KeySpec::parse(by);
   if (max_keys == 0)
-    throw Error("--max-keys 0: the cap on distinct (stack, key) pairs must be at least 1 (default " +
-                std::to_string(StackStore::kDefaultMaxKeyPairs) + ")");
+    throw Error(
+        "--max-keys 0: the cap on distinct (stack, key) pairs must be at least 1 (default " +
+        std::to_string(StackStore::kDefaultMaxKeyPairs) + ")");
   s.max_key_pairs = max_keys;
   s.sum_field = sum;
   if (offcpu) {

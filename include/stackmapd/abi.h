@@ -74,8 +74,8 @@ enum smt_counter {
 	SMC_DROP_NESTED,	  /* programs nested deeper than SMT_MAX_NEST on one CPU */
 	SMC_DROP_OFFCPU_FULL,	  /* --offcpu: no room to remember a switched-out thread */
 	/* Not outcomes: facts about events counted in one of the above. */
-	SMC_TRUNCATED,	 /* stack deeper than SMT_MAX_DEPTH: its innermost frames kept */
-	SMC_NAMES_FULL,	 /* thread name not kept: SMT_MAX_NAMES names seen already */
+	SMC_TRUNCATED,	/* stack deeper than SMT_MAX_DEPTH: its innermost frames kept */
+	SMC_NAMES_FULL, /* thread name not kept: SMT_MAX_NAMES names seen already */
 	SMC_NR,
 };
 
@@ -143,7 +143,7 @@ struct smt_cpu_counters {
 #define SMT_WEIGHT_FIELD(offset, size, is_signed) ((offset) << 8 | (size) << 1 | (is_signed))
 #define SMT_WEIGHT_OFFSET(field) ((field) >> 8)
 #define SMT_WEIGHT_SIZE(field) (((field) >> 1) & 0xf)
-#define SMT_WEIGHT_SIGNED(field) ((field) & 1)
+#define SMT_WEIGHT_SIGNED(field) ((field)&1)
 #define SMT_COOKIE(source, weight_field) ((__u64)(weight_field) << 32 | (source))
 
 /* Ring-buffer records, told apart by size. Every event's record carries
