@@ -281,6 +281,19 @@ if start_workload sleep sleep 20 50; then
   check "--offcpu session exits 0 ($(tail -1 "$tmp/offcpu.err"))" '[ $rc -eq 0 ]'
   check "--offcpu: no block dropped ($(stat_of drops "$out/stack_map_stat"))" \
     '[ "$(stat_of drops "$out/stack_map_stat")" -eq 0 ]'
+
+  # A block still open when the session ends counts up to its end, as an event.
+  open_out=$tmp/offcpu_open
+  mkdir -p "$open_out"
+  sh -c 'sleep 0.5; exec sleep 30' &
+  sleeper=$!
+  timeout 20 "$BIN" --offcpu --pid $sleeper --duration 2 --output "$open_out" 2> "$tmp/open.err"
+  kill $sleeper 2> /dev/null
+  open=$(stat_of offcpu_open "$open_out/stack_map_stat")
+  check "--offcpu: the sleep still going at the end is counted (offcpu_open ${open:-none})" \
+    '[ "${open:-0}" -ge 1 ]'
+  check "--offcpu: and as an event (events = events_total = hits + drops)" \
+    '[ "$(stat_of events "$open_out/stack_map_stat")" = "$(stat_of events_total "$open_out/stack_map_stat")" ]'
   check "--offcpu: sources is [\"offcpu\"] ($(j sources "$out/stack_map.json"))" \
     '[ "$(j sources "$out/stack_map.json")" = "[\"offcpu\"]" ]'
   nanosleep='do_nanosleep|hrtimer_nanosleep|__x64_sys_clock_nanosleep'

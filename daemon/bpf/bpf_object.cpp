@@ -94,6 +94,8 @@ bool BpfObject::load_own(const SessionConfig& config) {
   bpf_map__set_max_entries(skel_->maps.slots, 2u << bits_);
   bpf_map__set_max_entries(skel_->maps.pool, 1u << bits_);
   bpf_map__set_max_entries(skel_->maps.ids, config.ringbuf_bytes);
+  // Preallocated: without --offcpu its 16384 threads' room would be kernel memory for nothing.
+  if (!config.offcpu) bpf_map__set_max_entries(skel_->maps.offcpu_start, 1);
 
   bool take_over = false;
   if (!pin_dir_.empty()) {

@@ -188,6 +188,7 @@ void RingConsumer::add_counts(TableStats& s) const {
   s.counters[SMC_HITS] += open_blocks_;
   s.counters[SMC_INSERTS] += open_inserts_;
   s.offcpu_open += open_blocks_;
+  s.events_total += open_blocks_;
 }
 
 }  // namespace stackmapd
