@@ -33,6 +33,7 @@ smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_byt
   s.min_block_ns = c.offcpu ? c.offcpu->min_block_ns : 0;
   s.next_pid_offset = c.offcpu ? c.offcpu->next_pid_offset : 0;
   s.prev_state_offset = c.offcpu ? c.offcpu->prev_state_offset : 0;
+  s.cgroup_ids = c.keys.has(KeyField::cgroup) || c.keys.has(KeyField::unit);
   return s;
 }
 
