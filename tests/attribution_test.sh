@@ -366,6 +366,26 @@ problems=$(j check "$out/stack_map.json" pid,comm 0)
 check "--by pid,comm: entries are {pid, comm, count} and add up to each ref_count ($problems)" \
   '[ "$problems" = ok ]'
 
+# --- 4b. cgroups: a process in a cgroup of our own is counted under its path ---
+cg2=$(findmnt -n -t cgroup2 -o TARGET | head -n 1)
+cgname=smtq-attr-$$
+out=$tmp/cgroup
+mkdir -p "$out" "$cg2/$cgname"
+start_workload cgroup stat 2000
+echo $wpid > "$cg2/$cgname/cgroup.procs"
+timeout 20 "$BIN" -e kmem:kmem_cache_alloc --by cgroup --duration 3 --output "$out" 2> "$tmp/cgroup.err" &
+sp=$!
+wait_attached "$tmp/cgroup.err" $sp
+kill -USR1 $wpid
+wait $wpid
+wait $sp
+rmdir "$cg2/$cgname"
+n=$("$PY" -c 'import json, sys
+doc = json.load(open(sys.argv[1]))
+print(sum(b["count"] for s in doc["stacks"] for b in s.get("by", []) if b.get("cgroup") == sys.argv[2]))' \
+  "$out/stack_map.json" "/$cgname")
+check "--by cgroup: the workload's 2000 stat()s are under /$cgname ($n events)" '[ "${n:-0}" -ge 2000 ]'
+
 # --- 5. bad input ---------------------------------------------------------------
 # bad_input NAMED WORDS ARGS...: stackmapd ARGS --output DIR fails with one line
 # on stderr that contains the fixed strings NAMED (|-separated: the culprits,
