@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <thread>
 
 #include "daemon/bpf/preflight.h"
+#include "daemon/run/session_setup.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 #include "tests/load.h"
@@ -170,7 +172,9 @@ TEST_F(BpfSessionTest, SnapshotsUnderLoadAreExact) {
       while (!stop) generate_allocations(200);
     });
   uint64_t pending_seen = 0, last_hits = 0;
-  for (int i = 0; i < 200; ++i) {
+  // 200 snapshots at least, and enough events on a busy machine.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (int i = 0; i < 200 || (last_hits < 20000 && std::chrono::steady_clock::now() < until); ++i) {
     const Snapshot snap = s.snapshot();
     ASSERT_EQ(total_refs(snap), snap.stats.get(SMC_HITS)) << "snapshot " << i;
     ASSERT_EQ(snap.stats.events_total, snap.stats.events()) << "snapshot " << i;
@@ -192,6 +196,38 @@ TEST_F(BpfSessionTest, SnapshotsUnderLoadAreExact) {
   const TableStats st = s.stats();
   EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS)) << "detached, the store holds all";
   EXPECT_LT(st.ring_bytes, st.events() * 16) << "batches send less than a record per event";
+}
+
+// Enabling the ftrace event beside us makes the tracepoint call its probes
+// through __traceiter_<event>, a frame on top of every stack: cut, a code path
+// keeps its one id; uncut (the control session), it would get a second one.
+TEST_F(BpfSessionTest, MachineryFramesNeverReachTheTable) {
+  const Kallsyms ksyms = Kallsyms::load();
+  SessionConfig cut = kmem_config();
+  cut.machinery = machinery_ranges(ksyms, cut);
+  ASSERT_FALSE(cut.machinery.empty()) << "no __traceiter_kmem_cache_alloc in kallsyms";
+  BpfSession with(cut), without(kmem_config());
+  const std::string instance =
+      "/sys/kernel/tracing/instances/stackmapd-test-" + std::to_string(getpid());
+  ASSERT_TRUE(std::filesystem::create_directory(instance));
+  const std::string enable = instance + "/events/kmem/kmem_cache_alloc/enable";
+  ASSERT_EQ(system(("echo 1 > " + enable).c_str()), 0);
+  generate_allocations(20000);
+  with.detach();
+  without.detach();
+  EXPECT_EQ(system(("echo 0 > " + enable).c_str()), 0);
+  std::filesystem::remove(instance);
+  auto leading_machinery = [&](const BpfSession& s) {
+    size_t n = 0;
+    for (const StackRecord& r : s.store().snapshot(s.sources())) {
+      auto m = ksyms.lookup(r.ips.at(0));
+      n += m && m->name.starts_with("__traceiter_");
+    }
+    return n;
+  };
+  EXPECT_GT(leading_machinery(without), 0u) << "the control saw no __traceiter frame";
+  EXPECT_EQ(leading_machinery(with), 0u);
+  EXPECT_GT(with.store().size(), 0u);
 }
 
 // Resets while both CPUs insert: no stale or torn stack may ever be exported.

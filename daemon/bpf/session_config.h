@@ -31,7 +31,7 @@ struct SessionConfig {
   uint32_t filter_pid = 0;                // only this process (tgid); 0 = all
   uint32_t filter_cpu = SMT_ANY_CPU;
   uint32_t bits = SMT_DEFAULT_BITS;
-  uint32_t ringbuf_bytes = 8u << 20;  // power of two; 16 B per id
+  uint32_t ringbuf_bytes = 1u << 20;  // power of two
   uint32_t verify_every = 0;          // 1 in N events also sends its frames; 0 = off
   // --by: what counts are kept per; empty: pid and comm, for --top only.
   KeySpec keys;

@@ -26,7 +26,7 @@ struct SessionOptions {
   uint32_t pid = 0;                    // foreground only
   std::optional<uint32_t> cpu;         // foreground only
   long bits = SMT_DEFAULT_BITS;
-  uint32_t ringbuf_kb = 8192;
+  uint32_t ringbuf_kb = 1024;
   uint32_t verify = 0;
   std::string pinned;  // a loader's pins (Android's bpfloader)
   std::string by;      // --by KEYS
