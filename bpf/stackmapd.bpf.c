@@ -330,28 +330,66 @@ static __always_inline __u64 wakeup_flags(const volatile struct smt_config *cfg)
 		       BPF_RB_NO_WAKEUP;
 }
 
-/* Whether ip lies in one of the machinery's ranges: a binary search of the
- * sorted ranges, after one compare for the common ip outside all of them. */
-static __always_inline int machinery_frame(const volatile struct smt_config *cfg, __u64 ip)
-{
-	__u32 lo = 0, hi = cfg->strip_nr, mid;
+/* A binary search of the machinery's sorted ranges (abi.h), one step per call. */
+struct range_search {
+	__u64 ip;
+	__u32 lo, hi, found;
+};
 
-	if (!hi || hi > SMT_MAX_STRIP || ip < cfg->strip[0].start || ip >= cfg->strip[hi - 1].end)
-		return 0;
-	for (int i = 0; i < 10; i++) { /* 2^10 > SMT_MAX_STRIP */
-		if (lo >= hi)
-			break;
-		mid = (lo + hi) / 2;
-		if (mid >= SMT_MAX_STRIP)
-			break;
-		if (ip < cfg->strip[mid].start)
-			hi = mid;
-		else if (ip >= cfg->strip[mid].end)
-			lo = mid + 1;
-		else
-			return 1;
+static __always_inline int range_step(struct range_search *s)
+{
+	const volatile struct smt_config *cfg = get_config();
+	__u32 mid;
+
+	if (!cfg || s->lo >= s->hi)
+		return 1;
+	mid = (s->lo + s->hi) / 2;
+	if (mid >= SMT_MAX_STRIP)
+		return 1;
+	if (s->ip < cfg->strip[mid].start) {
+		s->hi = mid;
+	} else if (s->ip >= cfg->strip[mid].end) {
+		s->lo = mid + 1;
+	} else {
+		s->found = 1;
+		return 1;
 	}
 	return 0;
+}
+
+#define SMT_STRIP_STEPS 10 /* 2^10 > SMT_MAX_STRIP */
+#ifdef SMT_BPFLOADER
+static __always_inline void search_ranges(struct range_search *s)
+{
+	for (int i = 0; i < SMT_STRIP_STEPS; i++)
+		if (range_step(s))
+			break;
+}
+#else
+static long range_step_cb(__u32 i, void *ctx)
+{
+	return range_step(ctx);
+}
+
+/* In a callback the verifier walks the search once, not once per outcome of
+ * every compare before it (seconds of load time otherwise). */
+static __always_inline void search_ranges(struct range_search *s)
+{
+	bpf_loop(SMT_STRIP_STEPS, range_step_cb, s, 0);
+}
+#endif
+
+/* Whether ip lies in one of the machinery's ranges: one compare for the
+ * common ip outside all of them, else the search. */
+static __always_inline int machinery_frame(const volatile struct smt_config *cfg, __u64 ip)
+{
+	struct range_search s = { .ip = ip, .hi = cfg->strip_nr };
+
+	if (!s.hi || s.hi > SMT_MAX_STRIP || ip < cfg->strip[0].start ||
+	    ip >= cfg->strip[s.hi - 1].end)
+		return 0;
+	search_ranges(&s);
+	return s.found;
 }
 
 /* Cuts the leading frames of the tracing machinery (abi.h), keeping one
@@ -426,6 +464,14 @@ static __always_inline void batch_write_end(struct smt_batch *b)
 	__sync_lock_test_and_set(&b->seq, b->seq + 1);
 }
 
+/* In the write window: sends a reserved record, counting its bytes. */
+static __always_inline void submit(const volatile struct smt_config *cfg, struct smt_batch *b,
+				   void *rec, __u32 size)
+{
+	bpf_ringbuf_submit(rec, wakeup_flags(cfg));
+	b->counters.ring_bytes += size + BPF_RINGBUF_HDR_SZ;
+}
+
 /* Every field but the weight. */
 static __always_inline int same_key(const struct smt_event_record *a,
 				    const struct smt_event_record *b)
@@ -463,8 +509,7 @@ static __always_inline enum smt_counter add_to_batch(const volatile struct smt_c
 		rec->event = slot->event;
 		rec->count = slot->count;
 		rec->seq = SMT_BATCH_SEQ(batch, ++b->sent);
-		bpf_ringbuf_submit(rec, wakeup_flags(cfg));
-		b->counters.ring_bytes += sizeof(*rec) + BPF_RINGBUF_HDR_SZ;
+		submit(cfg, b, rec, sizeof(*rec));
 	}
 	slot->event = *e;
 	slot->count = 1;
@@ -487,8 +532,7 @@ static __always_inline int send_stack(const volatile struct smt_config *cfg, str
 	r->nr = nr;
 	r->reserved = 0;
 	__builtin_memcpy(r->ips, buf->ips, sizeof(r->ips));
-	bpf_ringbuf_submit(r, wakeup_flags(cfg));
-	b->counters.ring_bytes += sizeof(*r) + BPF_RINGBUF_HDR_SZ;
+	submit(cfg, b, r, sizeof(*r));
 	return 1;
 }
 
@@ -503,8 +547,7 @@ static __always_inline enum smt_counter send_trace(const volatile struct smt_con
 		return SMC_DROP_RINGBUF_FULL;
 	t->event = *e;
 	t->ts_ns = bpf_ktime_get_ns();
-	bpf_ringbuf_submit(t, wakeup_flags(cfg));
-	b->counters.ring_bytes += sizeof(*t) + BPF_RINGBUF_HDR_SZ;
+	submit(cfg, b, t, sizeof(*t));
 	return SMC_HITS;
 }
 
@@ -697,8 +740,7 @@ static __always_inline enum smt_counter send_event(const volatile struct smt_con
 	if (!r)
 		return SMC_DROP_RINGBUF_FULL;
 	*r = *e;
-	bpf_ringbuf_submit(r, wakeup_flags(cfg));
-	b->counters.ring_bytes += sizeof(*r) + BPF_RINGBUF_HDR_SZ;
+	submit(cfg, b, r, sizeof(*r));
 	return SMC_HITS;
 }
 

@@ -285,9 +285,10 @@ if start_workload sleep sleep 20 50; then
   # A block still open when the session ends counts up to its end, as an event.
   open_out=$tmp/offcpu_open
   mkdir -p "$open_out"
-  sh -c 'sleep 0.5; exec sleep 30' &
+  # Loading takes ~0.5 s on a busy machine: the sleep begins well after.
+  sh -c 'sleep 2; exec sleep 30' &
   sleeper=$!
-  timeout 20 "$BIN" --offcpu --pid $sleeper --duration 2 --output "$open_out" 2> "$tmp/open.err"
+  timeout 20 "$BIN" --offcpu --pid $sleeper --duration 4 --output "$open_out" 2> "$tmp/open.err"
   kill $sleeper 2> /dev/null
   open=$(stat_of offcpu_open "$open_out/stack_map_stat")
   check "--offcpu: the sleep still going at the end is counted (offcpu_open ${open:-none})" \

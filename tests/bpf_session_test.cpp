@@ -42,6 +42,27 @@ SessionConfig kmem_config(uint32_t bits = SMT_DEFAULT_BITS) {
   return c;
 }
 
+// Allocations from two threads (one per CPU here) until stop() or the end.
+class TwoThreadLoad {
+ public:
+  TwoThreadLoad() {
+    for (int t = 0; t < 2; ++t)
+      threads_.emplace_back([this] {
+        while (!stop_) generate_allocations(200);
+      });
+  }
+  ~TwoThreadLoad() { stop(); }
+  void stop() {
+    stop_ = true;
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
 uint64_t total_refs(const Snapshot& snap) {
   uint64_t n = 0;
   for (const StackRecord& r : snap.stacks) n += r.ref_count;
@@ -165,12 +186,7 @@ TEST_F(BpfSessionTest, SnapshotsUnderLoadAreExact) {
   SessionConfig c = kmem_config();
   c.keys = KeySpec::parse("pid,tid,source");
   BpfSession s(c);
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> load;
-  for (int t = 0; t < 2; ++t)
-    load.emplace_back([&] {
-      while (!stop) generate_allocations(200);
-    });
+  TwoThreadLoad load;
   uint64_t pending_seen = 0, last_hits = 0;
   // 200 snapshots at least, and enough events on a busy machine.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -188,8 +204,7 @@ TEST_F(BpfSessionTest, SnapshotsUnderLoadAreExact) {
     last_hits = snap.stats.get(SMC_HITS);
     if (i % 50 == 0) s.drain(0);
   }
-  stop = true;
-  for (auto& t : load) t.join();
+  load.stop();
   EXPECT_GT(pending_seen, 0u) << "every snapshot found the batches empty: nothing was tested";
   EXPECT_GT(last_hits, 10000u);
   s.detach();
@@ -238,12 +253,7 @@ TEST_F(BpfSessionTest, ResetUnderLoadNeverExposesOldOrTornStacks) {
   c.events.push_back({"sched", "sched_switch"});
   c.verify_every = 3;
   BpfSession s(c);
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> load;
-  for (int t = 0; t < 2; ++t)
-    load.emplace_back([&] {
-      while (!stop) generate_allocations(200);
-    });
+  TwoThreadLoad load;
 
   const int kResets = 60;
   uint64_t ended_hits = 0, ended_drops = 0, reset_drops = 0;
@@ -259,8 +269,7 @@ TEST_F(BpfSessionTest, ResetUnderLoadNeverExposesOldOrTornStacks) {
     reset_drops += ended.stats.get(SMC_DROP_RESETTING);
     ASSERT_EQ(s.epoch(), static_cast<uint32_t>(i + 1));
   }
-  stop = true;
-  for (auto& t : load) t.join();
+  load.stop();
   s.detach();
   s.drain(0);
 

@@ -28,9 +28,8 @@ std::vector<smt_text_range> machinery_ranges(const Kallsyms& ksyms, const Sessio
   for (const Tracepoint& tp : sc.events) names.insert("__traceiter_" + tp.name);
   if (sc.offcpu) names.insert("__traceiter_sched_switch");
   std::vector<smt_text_range> out;
-  for (const Kallsyms::Range& r : ksyms.ranges_of([&](std::string_view name) {
-         return name.starts_with("bpf_trace_run") || names.count(std::string(name));
-       }))
+  for (const Kallsyms::Range& r :
+       ksyms.ranges_of([&](std::string_view name) { return names.count(std::string(name)) > 0; }))
     out.push_back({r.start, r.end});
   if (out.size() > SMT_MAX_STRIP) {
     spdlog::warn("{} tracing-machinery functions: the first {} are cut from stacks, the rest not",

@@ -110,10 +110,11 @@ struct smt_globals {
 };
 
 /* Leading frames of the tracing machinery (__traceiter_<event>, which a
- * tracepoint calls its probes through once more than one is attached,
- * bpf_trace_run*) are cut before a stack is hashed, so a code path keeps
- * one id whoever else traces it: the daemon fills sorted [start, end)
- * ranges. At most SMT_MAX_STRIP_FRAMES frames are cut. */
+ * tracepoint calls its probes through once another kind of probe shares
+ * it: the ftrace event, a raw tracepoint program) are cut before a stack is
+ * hashed, so a code path keeps one id whoever else traces it: the daemon
+ * fills the sorted [start, end) ranges of its events' __traceiter_*
+ * functions. At most SMT_MAX_STRIP_FRAMES frames are cut. */
 #define SMT_MAX_STRIP 512
 #define SMT_MAX_STRIP_FRAMES 3
 struct smt_text_range {

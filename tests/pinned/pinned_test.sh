@@ -30,7 +30,7 @@ check "a bpfloader-style loader refuses the daemon's own object ($(cat "$tmp/own
 rc=$?
 check "stackmapd.o loads and pins like bpfloader ($(tail -1 "$tmp/load.err"))" '[ $rc -eq 0 ]'
 for p in prog_stackmapd_tracepoint_stackmapd prog_stackmapd_perf_event_stackmapd \
-         map_stackmapd_slots map_stackmapd_pool map_stackmapd_counters map_stackmapd_ids \
+         map_stackmapd_slots map_stackmapd_pool map_stackmapd_batches map_stackmapd_ids \
          map_stackmapd_settings map_stackmapd_globals; do
   check "pinned as $p" '[ -e "$pins/$p" ]'
 done
