@@ -11,12 +11,18 @@ Sections:
   ns_per_event   in-kernel ns/event (kernel.bpf_stats_enabled run_time_ns /
                  run_cnt) of stackmapd's program, bpftrace @[kstack]=count()
                  and a bare bpf_get_stack program, all three attached to the
-                 same tracepoint at once (same events), in every attach order.
+                 same tracepoint at once (same events), in every attach order;
+                 order-balanced ratios over each order and its reverse.
   throughput     the pinned workload's ops/s under each tracer / untraced.
-  transport      bytes per event: stackmapd ring buffer (producer position /
-                 program runs), ftrace per_cpu stats bytes, perf.data / samples.
-  daemon         drain rate, CPU per million ids, CPU at ~10 k events/s, RSS
-                 at 1 K / 16 K / 256 K unique stacks.
+  transport      bytes per event: stackmapd ring buffer (stack_map_stat
+                 ring_bytes / events, else producer position / program runs),
+                 ftrace per_cpu stats bytes, perf.data / samples.
+  ring           stackmapd's ring bytes per event with --by pid,cgroup,source,
+                 with --trace and with default keys, on the bench workload and
+                 on a mixed one (alloc_loop --mix).
+  daemon         drain rate, CPU per million ids, CPU at ~10 k events/s and at
+                 ~500 k events/s with every CPU producing (/proc/PID/stat), its
+                 VmRSS/VmHWM at --bits 14, RSS at 1 K / 16 K / 256 K unique stacks.
   pool_exhausted ns/event of a --bits 10 daemon whose pool is full next to a
                  --bits 14 one that is not, on the same events.
   offcpu         --offcpu next to `-e sched:sched_switch` under a pipe ping-pong:
@@ -53,6 +59,7 @@ ROOT = os.path.dirname(HERE)
 TRACEFS = "/sys/kernel/tracing"
 WORKFILE = "/dev/shm/stackmapd-bench"
 EVENT = "kmem:kmem_cache_alloc"
+MIX_PROCS = 4  # processes of the mixed workload (alloc_loop --mix)
 BPFTRACE_PROG = "tracepoint:kmem:kmem_cache_alloc { @[kstack] = count(); }"
 # Busy tracepoints with many distinct stacks, to exhaust a --bits 10 pool.
 BUSY_EVENTS = ["kmem:kmem_cache_alloc", "kmem:kmem_cache_free", "kmem:kmalloc", "kmem:kfree",
@@ -154,6 +161,26 @@ class RingProducerPos:
         os.close(self.fd)
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_stat_cpu_s(pid):
+    """utime + stime of /proc/PID/stat (all threads; 1/CLK_TCK resolution)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def proc_status_kb(pid, keys=("VmRSS", "VmHWM")):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in keys:
+                out[k] = int(v.split()[0])
+    return out
+
+
 def proc_cpu_s(pid):
     """CPU time of all the process's threads, ns-precise (schedstat)."""
     total = 0
@@ -222,7 +249,20 @@ class Stackmapd(Tracer):
         self.ring = RingProducerPos(ring) if ring is not None else None
 
     def mark(self):
-        return {"pos": self.ring.pos() if self.ring else None, "cpu": proc_cpu_s(self.proc.pid)}
+        return {"pos": self.ring.pos() if self.ring else None, "cpu": proc_cpu_s(self.proc.pid),
+                "cpu_stat": proc_stat_cpu_s(self.proc.pid), "wall": time.time()}
+
+    def ring_bytes_per_event(self, m0, m1, events):
+        """(bytes, source): the session's `ring_bytes:` over its `events:` from
+        stack_map_stat when the daemon writes that line (after stop), else the
+        producer position over the window's program runs."""
+        try:
+            return int(self.stat["ring_bytes"]) / int(self.stat["events"]), "stack_map_stat"
+        except (KeyError, ValueError, ZeroDivisionError):
+            pass
+        if m0["pos"] is None or not events:
+            return None, None
+        return (m1["pos"] - m0["pos"]) / events, "producer position"
 
     def stop(self):
         if self.ring:
@@ -342,17 +382,60 @@ class Perf(Tracer):
 
 
 # ----------------------------------------------------------------- workload
-def workload(binary, cpu, seconds, rate=0):
-    out = sh([binary, "--cpu", str(cpu), "--duration", str(seconds), "--file", WORKFILE,
-              "--rate", str(rate)])
-    return json.loads(out)["ops_per_s"]
+def workload(binary, cpu, seconds, rate=0, mix=0, cpus=None):
+    """ops/s of alloc_loop on `cpu`, or summed over one instance per CPU of `cpus`
+    (each at `rate`); `mix` N: the mixed workload (alloc_loop --mix N)."""
+    procs = [subprocess.Popen([binary, "--cpu", str(c), "--duration", str(seconds), "--file",
+                               WORKFILE, "--rate", str(rate), "--mix", str(mix)],
+                              stdout=subprocess.PIPE, text=True) for c in (cpus or [cpu])]
+    outs = [p.communicate()[0] for p in procs]
+    if any(p.returncode for p in procs):
+        raise RuntimeError(f"alloc_loop failed: {[p.returncode for p in procs]}")
+    return sum(json.loads(o)["ops_per_s"] for o in outs)
+
+
+def stackmapd_run(t, work):
+    """Runs `work()` under the Stackmapd tracer `t` (started and stopped here):
+    its program's and daemon's figures over that window."""
+    t.start()
+    try:
+        time.sleep(0.2)
+        s0, m0 = prog_stats(), t.mark()
+        out = work()
+        s1, m1 = prog_stats(), t.mark()
+        mem = proc_status_kb(t.proc.pid)
+    finally:
+        t.stop()
+    pid = t.prog_ids[0]
+    dt, dn = s1[pid][0] - s0[pid][0], s1[pid][1] - s0[pid][1]
+    wall = m1["wall"] - m0["wall"]
+    ring, ring_source = t.ring_bytes_per_event(m0, m1, dn)
+    per_m = (lambda k: (m1[k] - m0[k]) / dn * 1e6 if dn else None)
+    return {"work": out, "events": dn, "seconds": wall, "events_per_s": dn / wall,
+            "ns_per_event": dt / dn if dn else None,
+            "ring_bytes_per_event": ring, "ring_bytes_source": ring_source,
+            "daemon_cpu_s_per_million": per_m("cpu"),
+            "daemon_cpu_percent": (m1["cpu"] - m0["cpu"]) / wall * 100,
+            "daemon_cpu_s_per_million_stat": per_m("cpu_stat"),
+            "daemon_cpu_percent_stat": (m1["cpu_stat"] - m0["cpu_stat"]) / wall * 100,
+            "vm_rss_kb": mem.get("VmRSS"), "vm_hwm_kb": mem.get("VmHWM"),
+            "stat_events": t.stat.get("events"), "stat": t.stat}
 
 
 # ------------------------------------------------------------------ sections
+# Order-balanced ratios: (program, reference) -> the geometric mean of its ratio
+# in an attach order and in the reverse one (every program then runs once before
+# and once after the reference, which runs warm in second place).
+BALANCED = (("stackmapd", "bpftrace"), ("bare_get_stack", "bpftrace"),
+            ("stackmapd", "bare_get_stack"))
+
+
 def bench_ns_per_event(a, bins):
-    """All three programs on the same tracepoint at once, every attach order."""
+    """All three programs on the same tracepoint at once, every attach order, an
+    order always followed by its reverse (a mirror pair)."""
     names = ["stackmapd", "bpftrace", "bare_get_stack"]
-    orders = list(itertools.permutations(range(3)))[:a.ns_orders]
+    orders = [o for p in itertools.permutations(range(3)) if p < p[::-1]
+              for o in (p, p[::-1])][:a.ns_orders]
     rounds = []
     for r in range(a.ns_rounds):
         for order in orders:
@@ -395,6 +478,10 @@ def bench_ns_per_event(a, bins):
             for pos in range(3)}
     res["stackmapd_ring_bytes_per_event"] = summary(
         [r.get("stackmapd_ring_bytes_per_event") for r in rounds])
+    mirrors = [(r1["ns"], r2["ns"]) for r1, r2 in zip(rounds[::2], rounds[1::2])]
+    res["balanced"] = {f"{x}/{y}": summary(
+        [((p[x] / p[y]) * (q[x] / q[y])) ** 0.5 for p, q in mirrors if p[x] and p[y] and q[x] and q[y]])
+        for x, y in BALANCED}
     return res
 
 
@@ -406,34 +493,21 @@ def bench_throughput(a, bins):
         order = configs[k:] + configs[:k]  # rotate who goes first each round
         row = {"order": order, "ops_per_s": {}, "extra": {}}
         for c in order:
-            t = {"untraced": Tracer, "stackmapd": lambda: Stackmapd(bins["stackmapd"]),
-                 "bpftrace": Bpftrace, "ftrace": lambda: Ftrace(a.cpu),
+            run = lambda: workload(bins["alloc_loop"], a.cpu, a.seconds)
+            if c == "stackmapd":
+                x = stackmapd_run(Stackmapd(bins["stackmapd"]), run)
+                row["extra"][c], row["ops_per_s"][c] = x, x["work"]
+                continue
+            t = {"untraced": Tracer, "bpftrace": Bpftrace, "ftrace": lambda: Ftrace(a.cpu),
                  "perf": lambda: Perf(a.cpu)}[c]()
             t.start()
             try:
                 time.sleep(0.2)
-                if c == "stackmapd":
-                    s0, m0 = prog_stats(), t.mark()
-                t0 = time.time()
-                ops = workload(bins["alloc_loop"], a.cpu, a.seconds)
-                wall = time.time() - t0
-                if c == "stackmapd":
-                    s1, m1 = prog_stats(), t.mark()
-                    pid = t.prog_ids[0]
-                    events = s1[pid][1] - s0[pid][1]
-                    row["extra"]["stackmapd"] = {
-                        "events": events, "events_per_s": events / wall,
-                        "ring_bytes_per_event": (m1["pos"] - m0["pos"]) / events if events else None,
-                        "daemon_cpu_s_per_million": (m1["cpu"] - m0["cpu"]) / events * 1e6
-                        if events else None,
-                        "daemon_cpu_percent": (m1["cpu"] - m0["cpu"]) / wall * 100}
+                row["ops_per_s"][c] = run()
             finally:
                 t.stop()
             if c in ("ftrace", "perf"):
                 row["extra"][c] = t.result
-            if c == "stackmapd":
-                row["extra"]["stackmapd"]["stat"] = t.stat
-            row["ops_per_s"][c] = ops
         base = row["ops_per_s"]["untraced"]
         row["ratio"] = {c: row["ops_per_s"][c] / base for c in configs}
         rounds.append(row)
@@ -451,9 +525,10 @@ def bench_throughput(a, bins):
           if r["extra"]["ftrace"]["bytes_per_event"] is not None]
     pf = [r["extra"]["perf"]["bytes_per_event"] for r in rounds]
     res["transport"] = {
-        "stackmapd": {"computed": 16, "measured": summary([x["ring_bytes_per_event"] for x in sm]),
-                      "note": "8-byte record header + 4-byte id, 8-byte aligned; measured as the "
-                              "ring's producer position delta / program runs"},
+        "stackmapd": {"measured": summary([x["ring_bytes_per_event"] for x in sm]),
+                      "source": sm[0]["ring_bytes_source"] if sm else None,
+                      "note": "stack_map_stat ring_bytes / events, or the ring's producer "
+                              "position delta / program runs where the daemon has no ring_bytes"},
         "ftrace": {"measured": summary(ft), "event_only": f.result["bytes_per_event"],
                    "stack_part": statistics.median(ft) - f.result["bytes_per_event"]
                    if ft and f.result["bytes_per_event"] is not None else None,
@@ -473,6 +548,38 @@ def bench_throughput(a, bins):
     return res
 
 
+RING_CONFIGS = (("by", "`--by pid,cgroup,source`", ["--by", "pid,cgroup,source"]),
+                ("trace", "`--trace` (a record per event)", ["--trace", "/dev/null"]),
+                ("default", "default keys", []))
+RING_WORKLOADS = (("alloc_loop", "bench workload (alloc_loop)", 0),
+                  ("mixed", f"mixed (alloc_loop --mix {MIX_PROCS})", MIX_PROCS))
+
+
+def bench_ring(a, bins):
+    """Ring-buffer bytes per event of each daemon configuration on the bench
+    workload and on the mixed one, one daemon at a time."""
+    rounds = []
+    for r in range(a.ring_rounds):
+        for (cname, _, extra), (wname, _, mix) in itertools.product(RING_CONFIGS, RING_WORKLOADS):
+            x = stackmapd_run(Stackmapd(bins["stackmapd"], cname, extra=extra),
+                              lambda: workload(bins["alloc_loop"], a.cpu, a.seconds, mix=mix))
+            rounds.append({"config": cname, "workload": wname, "ops_per_s": x["work"],
+                           **{k: x[k] for k in ("events", "events_per_s", "ring_bytes_per_event",
+                                                "ring_bytes_source", "stat_events")}})
+            log(f"ring {cname} on {wname}: {num(rounds[-1]['ring_bytes_per_event'], 2)} B/event "
+                f"({x['ring_bytes_source']}), {num(x['events_per_s'])} events/s")
+    return {"rounds": rounds, "source": rounds[0]["ring_bytes_source"] if rounds else None,
+            "bytes_per_event": {c: {w: summary([r["ring_bytes_per_event"] for r in rounds
+                                                if r["config"] == c and r["workload"] == w])
+                                    for w, _, _ in RING_WORKLOADS} for c, _, _ in RING_CONFIGS}}
+
+
+LOAD_EVENTS_PER_S = 500000
+LOAD_CONFIGS = (("default", []), ("by pid,cgroup,source", ["--by", "pid,cgroup,source"]))
+LOAD_FIGURES = ("events_per_s", "daemon_cpu_percent_stat", "daemon_cpu_s_per_million_stat",
+                "daemon_cpu_percent", "vm_rss_kb", "vm_hwm_kb")
+
+
 def bench_daemon(a, bins):
     res = {}
     log("daemon drain rate (synthetic producer replaying real ids)")
@@ -485,22 +592,34 @@ def bench_daemon(a, bins):
         "producer_ns_per_record": summary(out["producer_ns_per_record"]),
         "raw": {k: v for k, v in out.items() if not isinstance(v, list)}}
     log("daemon at ~10 k events/s")
-    t = Stackmapd(bins["stackmapd"])
-    t.start()
-    try:
-        time.sleep(0.2)
-        s0, m0, w0 = prog_stats(), t.mark(), time.time()
-        workload(bins["alloc_loop"], a.cpu, a.low_rate_seconds, rate=3333)
-        s1, m1, w1 = prog_stats(), t.mark(), time.time()
-    finally:
-        t.stop()
-    pid = t.prog_ids[0]
+    x = stackmapd_run(Stackmapd(bins["stackmapd"]),
+                      lambda: workload(bins["alloc_loop"], a.cpu, a.low_rate_seconds, rate=3333))
     res["at_10k_events_per_s"] = {
-        "events_per_s": (s1[pid][1] - s0[pid][1]) / (w1 - w0),
-        "cpu_percent": (m1["cpu"] - m0["cpu"]) / (w1 - w0) * 100,
-        "seconds": w1 - w0,
+        "events_per_s": x["events_per_s"], "cpu_percent": x["daemon_cpu_percent"],
+        "seconds": x["seconds"],
         "note": "daemon on-CPU time from /proc/PID/task/*/schedstat; events are all "
                 "kmem_cache_alloc events system-wide, not only the paced workload's"}
+    # Both CPUs producing: one paced alloc_loop per CPU, ~3 events per op.
+    cpus = list(range(os.cpu_count()))
+    rate = LOAD_EVENTS_PER_S / 3 / len(cpus)
+    res["load"] = {"target_events_per_s": LOAD_EVENTS_PER_S, "cpus": cpus, "rounds": [],
+                   "note": "daemon CPU from /proc/PID/stat utime+stime (1/CLK_TCK s) over "
+                           "the window, schedstat alongside; VmRSS/VmHWM at the window's end, "
+                           "--bits 14; the daemon is pinned to CPU "
+                           f"{TRACER_CPU[0]}, which also runs a workload instance"}
+    for r in range(a.load_rounds):
+        for name, extra in LOAD_CONFIGS:
+            log(f"daemon at ~{LOAD_EVENTS_PER_S // 1000} k events/s on CPUs {cpus}: {name}")
+            x = stackmapd_run(Stackmapd(bins["stackmapd"], name, extra=extra), lambda: workload(
+                bins["alloc_loop"], None, a.load_seconds, rate=rate, cpus=cpus))
+            x.pop("stat")
+            res["load"]["rounds"].append(dict(x, config=name))
+            log("  %s events/s, daemon %s %% CPU (stat), %s s per million events, VmHWM %s kB" % (
+                num(x["events_per_s"]), num(x["daemon_cpu_percent_stat"], 2),
+                num(x["daemon_cpu_s_per_million_stat"], 4), x["vm_hwm_kb"]))
+    res["load"]["summary"] = {name: {k: summary([x[k] for x in res["load"]["rounds"]
+                                                 if x["config"] == name]) for k in LOAD_FIGURES}
+                              for name, _ in LOAD_CONFIGS}
     res["rss"] = []
     for n, bits in a.rss_sizes:
         log(f"daemon RSS at {n} unique stacks (--bits {bits})")
@@ -609,23 +728,11 @@ def bench_compare(a, bins):
     for r in range(a.compare_rounds):
         pair = {}
         for name, binary, extra in builds:
-            t = Stackmapd(binary, name, extra=extra)
-            t.start()
-            try:
-                time.sleep(0.2)
-                s0, m0 = prog_stats(), t.mark()
-                ops = workload(bins["alloc_loop"], a.cpu, a.seconds)
-                s1, m1 = prog_stats(), t.mark()
-            finally:
-                t.stop()
-            pid = t.prog_ids[0]
-            dt, dn = s1[pid][0] - s0[pid][0], s1[pid][1] - s0[pid][1]
-            pair[name] = {
-                "ns_per_event": dt / dn if dn else None, "events": dn, "ops_per_s": ops,
-                "daemon_cpu_s_per_million": (m1["cpu"] - m0["cpu"]) / dn * 1e6 if dn else None,
-                "ring_bytes_per_event": (m1["pos"] - m0["pos"]) / dn
-                if dn and m0["pos"] is not None else None,
-                "stat_events": t.stat.get("events")}
+            x = stackmapd_run(Stackmapd(binary, name, extra=extra),
+                              lambda: workload(bins["alloc_loop"], a.cpu, a.seconds))
+            pair[name] = {k: x[k] for k in ("ns_per_event", "events", "daemon_cpu_s_per_million",
+                                            "ring_bytes_per_event", "stat_events")}
+            pair[name]["ops_per_s"] = x["work"]
         pair["ratio"] = {k: pair["current"][k] / pair["baseline"][k]
                          if pair["current"][k] and pair["baseline"][k] else None
                          for k, _, _ in COMPARE_FIGURES}
@@ -662,19 +769,10 @@ def bench_offcpu(a, bins):
     for r in range(1 if a.smoke else a.compare_rounds):
         pair = {}
         for name, extra, events in modes:
-            t = Stackmapd(bins["stackmapd"], name, events=events, extra=extra)
-            t.start()
-            try:
-                time.sleep(0.2)
-                s0 = prog_stats()
-                ops = pipe_workload(a.cpu, loops)
-                s1 = prog_stats()
-            finally:
-                t.stop()
-            pid = t.prog_ids[0]
-            dt, dn = s1[pid][0] - s0[pid][0], s1[pid][1] - s0[pid][1]
-            pair[name] = {"ns_per_event": dt / dn if dn else None, "events": dn,
-                          "ops_per_s": ops, "stat_events": t.stat.get("events")}
+            x = stackmapd_run(Stackmapd(bins["stackmapd"], name, events=events, extra=extra),
+                              lambda: pipe_workload(a.cpu, loops))
+            pair[name] = {k: x[k] for k in ("ns_per_event", "events", "stat_events")}
+            pair[name]["ops_per_s"] = x["work"]
         pair["ratio"] = {k: pair["offcpu"][k] / pair["plain"][k]
                          if pair["offcpu"][k] and pair["plain"][k] else None
                          for k in ("ns_per_event", "ops_per_s")}
@@ -996,7 +1094,7 @@ def main():
                     help="where latest.{json,md,png} go (default bench/results; with --smoke "
                          "a temporary directory)")
     ap.add_argument("--only", default=None,
-                    help="comma-separated sections: ns,throughput,daemon,pool,offcpu,compare (default: "
+                    help="comma-separated sections: ns,throughput,ring,daemon,pool,offcpu,compare (default: "
                          "all; compare only with --baseline-stackmapd)")
     ap.add_argument("--baseline-stackmapd", metavar="BINARY",
                     help="another stackmapd build to compare this one with (section compare), "
@@ -1020,21 +1118,24 @@ def main():
     if a.smoke:
         a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 0.3, 1, 1, 2
         a.px_rounds, a.fill_seconds, a.low_rate_seconds = 1, 0.5, 0.5
-        a.ns_orders, a.rss_sizes, cmp_rounds = 1, ((1024, 10), (16384, 14)), 1
+        a.ns_orders, a.rss_sizes, cmp_rounds = 2, ((1024, 10), (16384, 14)), 1
+        a.ring_rounds, a.load_rounds, a.load_seconds = 1, 1, 0.5
         STOP_TIMEOUT[0] = 10
     elif a.quick:
         a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 1.0, 1, 3, 5
         a.px_rounds, a.fill_seconds, a.low_rate_seconds, cmp_rounds = 2, 2.0, 3.0, 4
+        a.ring_rounds, a.load_rounds, a.load_seconds = 1, 1, 3.0
     else:
         a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 2.0, 2, 6, 10
         a.px_rounds, a.fill_seconds, a.low_rate_seconds, cmp_rounds = 4, 3.0, 10.0, 8
+        a.ring_rounds, a.load_rounds, a.load_seconds = 3, 2, 10.0
     if a.compare_rounds is None:
         a.compare_rounds = cmp_rounds
     if a.out is None:
         a.out = (tempfile.mkdtemp(prefix="stackmapd-bench-smoke-") if a.smoke
                  else os.path.join(HERE, "results"))
     if a.only is None:
-        a.only = "ns,throughput,daemon,pool,offcpu" + (",compare" if a.baseline_stackmapd else "")
+        a.only = "ns,throughput,ring,daemon,pool,offcpu" + (",compare" if a.baseline_stackmapd else "")
     b = a.build_dir
     bins = {"stackmapd": f"{b}/stackmapd", "alloc_loop": f"{b}/bench/alloc_loop",
             "bare_stack": f"{b}/bench/bare_stack", "drain_bench": f"{b}/bench/drain_bench"}
@@ -1080,6 +1181,7 @@ def main():
     sections = a.only.split(",")
     known = {"ns": ("in-kernel ns/event", "ns_per_event", bench_ns_per_event),
              "throughput": ("throughput and transport", "throughput", bench_throughput),
+             "ring": ("ring bytes per event by configuration and workload", "ring", bench_ring),
              "daemon": ("daemon", "daemon", bench_daemon),
              "pool": ("pool exhausted", "pool_exhausted", bench_pool_exhausted),
              "offcpu": ("--offcpu next to plain counting", "offcpu", bench_offcpu),
