@@ -820,6 +820,67 @@ def fmt(s, unit="", digits=0):
     return (f"{f.format(s['median'])}{unit} ({f.format(s['min'])}–{f.format(s['max'])})")
 
 
+def scaled(s, f):
+    """A summary with f applied to its median, min and max (None stays None)."""
+    return {k: f(s[k]) for k in ("median", "min", "max")} if s else None
+
+
+def table(L, title, head, rows):
+    """Appends a titled markdown table (rows: lists of cells) to L."""
+    L += [title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    L += ["| " + " | ".join(r) + " |" for r in rows] + [""]
+
+
+RING_SOURCE = {"stack_map_stat": "stack_map_stat `ring_bytes` / `events`, whole session",
+               "producer position": "the ring's producer position / program runs (this daemon "
+                                    "writes no `ring_bytes`)"}
+RING_GOALS = {("by", "alloc_loop"): "≤ 5 B (stretch ≤ 1 B on repetitive phases)",
+              ("trace", "alloc_loop"): "≤ 16 B beyond the event's own fields"}
+
+
+def issue14_rows(res):
+    """The figures issue 14's goals name, one row each: [figure, value, goal]."""
+    rows = []
+    ring = res.get("ring")
+    if ring:
+        for (c, clabel, _), (w, wlabel, _) in itertools.product(RING_CONFIGS[:2], RING_WORKLOADS):
+            rows.append([f"ring bytes/event, {clabel}, {wlabel}",
+                         fmt(ring["bytes_per_event"][c][w], " B", 2),
+                         RING_GOALS.get((c, w), "reported")])
+    ns = res.get("ns_per_event")
+    if ns:
+        bal = ns["balanced"]
+        rows += [["in-kernel ns/event, stackmapd / bpftrace `@[kstack]=count()`, order-balanced",
+                  fmt(bal["stackmapd/bpftrace"], "×", 3), "≤ 1.00× (stretch 0.97×)"],
+                 ["in-kernel ns/event, bare `bpf_get_stack` / bpftrace, order-balanced",
+                  fmt(bal["bare_get_stack/bpftrace"], "×", 3), "reference"],
+                 ["stackmapd's own work on top of bare `bpf_get_stack` (order-balanced ratio − 1)",
+                  fmt(scaled(bal["stackmapd/bare_get_stack"], lambda r: (r - 1) * 100), " %", 1),
+                  "≤ 3 %"]]
+    tp = res.get("throughput")
+    if tp:
+        rows += [[f"workload throughput (untraced = 1), {label}", fmt(tp["ratio"][k], "", 3),
+                  "≥ bpftrace's and ftrace's" if k == "stackmapd" else "reference"]
+                 for k, label in THROUGHPUT_TRACERS]
+    load = (res.get("daemon") or {}).get("load")
+    for name, _ in LOAD_CONFIGS if load else ():
+        x = load["summary"][name]
+        rows += [[f"daemon CPU ({name}), /proc/PID/stat, at {fmt(x['events_per_s'])} events/s, "
+                  f"CPUs {','.join(map(str, load['cpus']))} producing",
+                  fmt(x["daemon_cpu_percent_stat"], " %", 2) + " = " +
+                  fmt(x["daemon_cpu_s_per_million_stat"], " s", 4) + " per million events",
+                  f"≤ 0.3 % at {LOAD_EVENTS_PER_S // 1000} k events/s"],
+                 [f"daemon VmRSS / VmHWM ({name}, --bits 14, under that load)",
+                  fmt(scaled(x["vm_rss_kb"], lambda v: v / 1024), " MB", 1) + " / " +
+                  fmt(scaled(x["vm_hwm_kb"], lambda v: v / 1024), " MB", 1), "≤ 24 MB"]]
+    return rows
+
+
+THROUGHPUT_TRACERS = (("stackmapd", "stackmapd"), ("bpftrace", "bpftrace `@[kstack]=count()`"),
+                      ("ftrace", "ftrace event + `options/stacktrace`"),
+                      ("perf", "`perf record -g -C N`"))
+
+
 def markdown(res):
     m = res["meta"]
     L = []
@@ -828,97 +889,105 @@ def markdown(res):
              f"{' (SMOKE: seconds per section, figures mean nothing)' if m.get('smoke') else ''}; workload on CPU "
              f"{m['workload_cpu']}, {m['seconds']} s per measurement. Medians (min–max).")
     L.append("")
+    rows = issue14_rows(res)
+    if rows:
+        table(L, "**Issue 14's figures, this run** (each from its section below; the goal column "
+                 "is the issue's, for reading, not a verdict)", ["figure", "value", "issue 14 goal"],
+              rows)
     ns = res.get("ns_per_event")
     if ns:
         n_rounds = len(ns["rounds"])
         n_orders = len({tuple(r["order"]) for r in ns["rounds"]})
-        L.append(f"**In-kernel ns/event** (`kmem:kmem_cache_alloc`, all three attached at once, "
-                 f"{n_rounds} rounds over {'all 6' if n_orders == 6 else n_orders} attach orders)")
-        L.append("")
-        L.append("| program | ns/event | ratio to bpftrace (same round) | ns when attached 1st / 2nd / 3rd |")
-        L.append("|---|---|---|---|")
-        for n in ("stackmapd", "bpftrace", "bare_get_stack"):
-            pos = " / ".join(fmt(ns["by_position"][n][p]) if ns["by_position"][n][p] else "n/a"
-                             for p in ("1", "2", "3"))
-            L.append(f"| {n} | {fmt(ns['programs'][n])} | {fmt(ns['ratio_to_bpftrace'][n], '×', 3)} | {pos} |")
-        L.append("")
+        rows = [[n, fmt(ns["programs"][n]), fmt(ns["ratio_to_bpftrace"][n], "×", 3),
+                 " / ".join(fmt(ns["by_position"][n][p]) for p in ("1", "2", "3"))]
+                for n in ("stackmapd", "bpftrace", "bare_get_stack")]
+        table(L, f"**In-kernel ns/event** (`{EVENT}`, all three attached at once, {n_rounds} rounds "
+                 f"over {'all 6' if n_orders == 6 else n_orders} attach orders, each order next to "
+                 "its reverse)",
+              ["program", "ns/event", "ratio to bpftrace (same round)",
+               "ns when attached 1st / 2nd / 3rd"], rows)
+        table(L, "Order-balanced: per mirror pair of rounds (an order and its reverse), the "
+                 "geometric mean of the two same-round ratios",
+              ["ratio", "value"], [[k.replace("/", " / "), fmt(v, "×", 3)]
+                                   for k, v in ns["balanced"].items()])
     tp = res.get("throughput")
     if tp:
-        L.append(f"**Workload throughput** (untraced = 1; untraced {fmt(tp['untraced_ops_per_s'])} "
-                 f"ops/s, ~3 events/op; {len(tp['rounds'])} interleaved rounds) and "
-                 "**transport bytes/event**")
-        L.append("")
-        L.append("| tracer | throughput ratio | bytes/event |")
-        L.append("|---|---|---|")
         t = tp["transport"]
-        L.append(f"| stackmapd | {fmt(tp['ratio']['stackmapd'], '', 3)} | "
-                 f"{fmt(t['stackmapd']['measured'], ' B', 1)} ring buffer (computed 16 B) |")
-        L.append(f"| bpftrace `@[kstack]=count()` | {fmt(tp['ratio']['bpftrace'], '', 3)} | "
-                 "— (aggregates in the kernel, no per-event record) |")
-        L.append(f"| ftrace event + `options/stacktrace` | {fmt(tp['ratio']['ftrace'], '', 3)} | "
-                 f"{fmt(t['ftrace']['measured'], ' B', 1)} ({num(t['ftrace']['stack_part'], 1)} B of it "
-                 f"the stack; event alone {num(t['ftrace']['event_only'], 1)} B) |")
-        L.append(f"| `perf record -g -C N` | {fmt(tp['ratio']['perf'], '', 3)} | "
-                 f"{fmt(t['perf']['measured'], ' B', 1)} perf.data per sample |")
-        L.append("")
+        notes = {"stackmapd": f"{fmt(t['stackmapd']['measured'], ' B', 1)} ring buffer "
+                              f"({RING_SOURCE.get(t['stackmapd']['source'], 'n/a')})",
+                 "bpftrace": "— (aggregates in the kernel, no per-event record)",
+                 "ftrace": f"{fmt(t['ftrace']['measured'], ' B', 1)} ({num(t['ftrace']['stack_part'], 1)} "
+                           f"B of it the stack; event alone {num(t['ftrace']['event_only'], 1)} B)",
+                 "perf": f"{fmt(t['perf']['measured'], ' B', 1)} perf.data per sample"}
+        table(L, f"**Workload throughput** (untraced = 1; untraced {fmt(tp['untraced_ops_per_s'])} "
+                 f"ops/s, ~3 events/op; {len(tp['rounds'])} interleaved rounds) and "
+                 "**transport bytes/event**", ["tracer", "throughput ratio", "bytes/event"],
+              [[label, fmt(tp["ratio"][k], "", 3), notes[k]] for k, label in THROUGHPUT_TRACERS])
+    ring = res.get("ring")
+    if ring:
+        table(L, f"**stackmapd ring bytes per event** (`{EVENT}`, one daemon at a time, "
+                 f"rounds: {len(ring['rounds']) // (len(RING_CONFIGS) * len(RING_WORKLOADS))}; "
+                 f"{RING_SOURCE.get(ring['source'], 'n/a')}; headers included)",
+              ["daemon"] + [label for _, label, _ in RING_WORKLOADS],
+              [[clabel] + [fmt(ring["bytes_per_event"][c][w], " B", 2) for w, _, _ in RING_WORKLOADS]
+               for c, clabel, _ in RING_CONFIGS])
     d = res.get("daemon")
     if d:
         dr = d["drain"]
-        L.append("**Daemon** (consumer pinned to one core)")
-        L.append("")
-        L.append("| figure | value |")
-        L.append("|---|---|")
-        L.append(f"| drain rate, synthetic producer replaying real ids | "
-                 f"{fmt({k: (v / 1e6 if isinstance(v, float) else v) for k, v in dr['ids_per_cpu_s'].items() if k != 'values'}, ' M ids/s', 1)} |")
-        L.append(f"| daemon CPU per million ids (drain only) | {fmt(dr['cpu_s_per_million'], ' s', 4)} |")
+        rows = [["drain rate, synthetic producer replaying real ids",
+                 fmt(scaled(dr["ids_per_cpu_s"], lambda v: v / 1e6), " M ids/s", 1)],
+                ["daemon CPU per million ids (drain only)", fmt(dr["cpu_s_per_million"], " s", 4)]]
         dl = tp["daemon_under_load"] if tp else None
         if dl:
-            L.append(f"| daemon CPU per million events, real session under the workload "
-                     f"({fmt(dl['events_per_s'])} events/s) | {fmt(dl['cpu_s_per_million'], ' s', 4)} "
-                     f"= {fmt(dl['cpu_percent'], ' %', 2)} CPU |")
+            rows.append([f"daemon CPU per million events, real session under the workload "
+                         f"({fmt(dl['events_per_s'])} events/s)",
+                         f"{fmt(dl['cpu_s_per_million'], ' s', 4)} = {fmt(dl['cpu_percent'], ' %', 2)} CPU"])
         lo = d["at_10k_events_per_s"]
-        L.append(f"| daemon CPU at {lo['events_per_s']:.0f} events/s ({lo['seconds']:.0f} s) | "
-                 f"{lo['cpu_percent']:.2f} % |")
-        L.append(f"| ring bytes per record (producer position) | {fmt(dr['ring_bytes_per_record'], ' B', 1)} |")
-        for r in d["rss"]:
-            L.append(f"| RSS at {r['store_stacks']} unique stacks (--bits {r['bits']}, depth "
-                     f"{r['depth']}) | {r['rss_kb'] / 1024:.1f} MB: anon (StackStore, heap) "
-                     f"{r['rss_anon_kb'] / 1024:.1f} MB + mapped BPF maps "
-                     f"{r['rss_file_kb'] / 1024:.1f} MB; kernel memlock slots+pool+ring "
-                     f"{(r['memlock_slots'] + r['memlock_pool'] + r['memlock_ring']) / 2**20:.1f} MB |")
-        L.append("")
+        rows.append([f"daemon CPU at {lo['events_per_s']:.0f} events/s ({lo['seconds']:.0f} s)",
+                     f"{lo['cpu_percent']:.2f} %"])
+        load = d.get("load")
+        for name, _ in LOAD_CONFIGS if load else ():
+            x = load["summary"][name]
+            rows.append([f"daemon ({name}) with CPUs {','.join(map(str, load['cpus']))} producing, "
+                         f"{fmt(x['events_per_s'])} events/s (target {LOAD_EVENTS_PER_S}): CPU from "
+                         "/proc/PID/stat; schedstat",
+                         f"{fmt(x['daemon_cpu_percent_stat'], ' %', 2)} "
+                         f"({fmt(x['daemon_cpu_s_per_million_stat'], ' s', 4)} per million events); "
+                         f"{fmt(x['daemon_cpu_percent'], ' %', 2)}; VmRSS "
+                         f"{fmt(scaled(x['vm_rss_kb'], lambda v: v / 1024), ' MB', 1)}, VmHWM "
+                         f"{fmt(scaled(x['vm_hwm_kb'], lambda v: v / 1024), ' MB', 1)}"])
+        rows.append(["ring bytes per record (producer position)",
+                     fmt(dr["ring_bytes_per_record"], " B", 1)])
+        rows += [[f"RSS at {r['store_stacks']} unique stacks (--bits {r['bits']}, depth {r['depth']})",
+                  f"{r['rss_kb'] / 1024:.1f} MB: anon (StackStore, heap) {r['rss_anon_kb'] / 1024:.1f} "
+                  f"MB + mapped BPF maps {r['rss_file_kb'] / 1024:.1f} MB; kernel memlock "
+                  f"slots+pool+ring {(r['memlock_slots'] + r['memlock_pool'] + r['memlock_ring']) / 2**20:.1f} MB"]
+                 for r in d["rss"]]
+        table(L, "**Daemon** (consumer pinned to one core)", ["figure", "value"], rows)
     px = res.get("pool_exhausted")
     if px:
-        L.append(f"**After the element pool is exhausted** (`--bits 10` filled by a filler, next "
+        table(L, f"**After the element pool is exhausted** (`--bits 10` filled by a filler, next "
                  f"to `--bits 14`, both on {len(px['events'])} busy tracepoints, same events, "
-                 f"{len(px['rounds'])} order-alternated rounds)")
-        L.append("")
-        L.append("| window | --bits 10, pool full: ns/event | --bits 14: ns/event | ratio |")
-        L.append("|---|---|---|---|")
-        for win, lab in (("filler", "filler (shell commands: new stacks keep coming)"),
-                         ("alloc_loop", "alloc_loop (the pinned workload)")):
-            w = px[win]
-            L.append(f"| {lab} | {fmt(w['bits10_exhausted'])} | {fmt(w['bits14'])} | "
-                     f"{fmt(w['ratio'], '×', 3)} |")
-        share = px["bits10_pool_full_drop_share"]
-        L.append("")
+                 f"{len(px['rounds'])} order-alternated rounds)",
+              ["window", "--bits 10, pool full: ns/event", "--bits 14: ns/event", "ratio"],
+              [[lab, fmt(px[win]["bits10_exhausted"]), fmt(px[win]["bits14"]),
+                fmt(px[win]["ratio"], "×", 3)]
+               for win, lab in (("filler", "filler (shell commands: new stacks keep coming)"),
+                                ("alloc_loop", "alloc_loop (the pinned workload)"))])
         L.append(f"The --bits 10 daemon dropped "
-                 f"{fmt({k: v * 100 for k, v in share.items() if k != 'values'} if share else None, ' %', 1)}"
+                 f"{fmt(scaled(px['bits10_pool_full_drop_share'], lambda v: v * 100), ' %', 1)}"
                  " of its events as `drop_pool_full` over each whole session (its stack_map_stat).")
         L.append("")
     o = res.get("offcpu")
     if o:
-        L.append(f"**--offcpu next to plain counting** (`-e sched:sched_switch` against "
+        table(L, f"**--offcpu next to plain counting** (`-e sched:sched_switch` against "
                  f"`--offcpu`, one daemon at a time under `perf bench sched pipe` on CPU "
-                 f"{res['meta']['workload_cpu']}, {len(o['pairs'])} pairs A B A B ...)")
-        L.append("")
-        L.append("| figure | plain | --offcpu | ratio --offcpu / plain |")
-        L.append("|---|---|---|---|")
-        for k, label, digits in (("ns_per_event", "in-kernel ns per sched_switch", 0),
-                                 ("ops_per_s", "ping-pong ops/s", 0)):
-            L.append(f"| {label} | {fmt(o[k]['plain'], '', digits)} | "
-                     f"{fmt(o[k]['offcpu'], '', digits)} | {fmt(o[k]['ratio'], '×', 3)} |")
-        L.append("")
+                 f"{res['meta']['workload_cpu']}, {len(o['pairs'])} pairs A B A B ...)",
+              ["figure", "plain", "--offcpu", "ratio --offcpu / plain"],
+              [[label, fmt(o[k]["plain"], "", digits), fmt(o[k]["offcpu"], "", digits),
+                fmt(o[k]["ratio"], "×", 3)]
+               for k, label, digits in (("ns_per_event", "in-kernel ns per sched_switch", 0),
+                                        ("ops_per_s", "ping-pong ops/s", 0))])
     c = res.get("compare")
     if c:
         base = res["meta"].get("baseline", {})
@@ -928,16 +997,12 @@ def markdown(res):
         args = "".join(f"; {who} with `{c.get(k)}`" for who, k in
                        (("this build", "current_args"), ("the baseline", "baseline_args"))
                        if c.get(k))
-        L.append(f"**This build against the baseline** (`{c['baseline']}`{obj}{args}; one daemon "
+        table(L, f"**This build against the baseline** (`{c['baseline']}`{obj}{args}; one daemon "
                  f"at a time on `{EVENT}`, {len(c['pairs'])} pairs in the order A B A B ..., ratio "
-                 "per pair; below 1 = this build costs less)")
-        L.append("")
-        L.append("| figure | this build | baseline | ratio this / baseline |")
-        L.append("|---|---|---|---|")
-        for k, label, digits in COMPARE_FIGURES:
-            L.append(f"| {label} | {fmt(c[k]['current'], '', digits)} | {fmt(c[k]['baseline'], '', digits)} "
-                     f"| {fmt(c[k]['ratio'], '×', 3)} |")
-        L.append("")
+                 "per pair; below 1 = this build costs less)",
+              ["figure", "this build", "baseline", "ratio this / baseline"],
+              [[label, fmt(c[k]["current"], "", digits), fmt(c[k]["baseline"], "", digits),
+                fmt(c[k]["ratio"], "×", 3)] for k, label, digits in COMPARE_FIGURES])
     return "\n".join(L)
 
 
@@ -946,7 +1011,7 @@ def chart(res, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 3, figsize=(17, 9.5))
+    fig, axes = plt.subplots(3, 3, figsize=(17, 14))
     fig.suptitle(f"stackmapd benchmarks — {res['meta']['date']}, kernel {res['meta']['kernel']}"
                  f"{' (quick)' if res['meta']['quick'] else ''}  ·  bars: median, whiskers: min–max",
                  fontsize=13)
@@ -972,6 +1037,28 @@ def chart(res, path):
         ax.margins(y=0.25)
         ax.grid(axis="y", alpha=0.3)
 
+    def grouped(ax, groups, series, title, ylabel, fmtstr):
+        """Bars per group (x) and series (colour); series: [(label, colour, [summary per group])]."""
+        import numpy as np
+        x, width = np.arange(len(groups)), 0.8 / len(series)
+        for j, (lab, col, sums) in enumerate(series):
+            med = [v["median"] if v else 0 for v in sums]
+            err = [[v["median"] - v["min"] if v else 0 for v in sums],
+                   [v["max"] - v["median"] if v else 0 for v in sums]]
+            b = ax.bar(x + (j - (len(series) - 1) / 2) * width, med, width, yerr=err, capsize=4,
+                       color=col, label=lab)
+            for rect, v in zip(b, sums):
+                ax.annotate(fmtstr.format(v["median"]) if v else "n/a",
+                            (rect.get_x() + rect.get_width() / 2, v["max"] if v else 0),
+                            xytext=(0, 3), textcoords="offset points", ha="center", fontsize=10)
+        ax.set_xticks(x)
+        ax.set_xticklabels(groups)
+        ax.set_title(title, fontsize=11)
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=9, loc="upper right")
+        ax.margins(y=0.3)
+        ax.grid(axis="y", alpha=0.3)
+
     ns = res.get("ns_per_event")
     ax = axes[0][0]
     if ns:
@@ -994,7 +1081,7 @@ def chart(res, path):
         bars(ax, ["stackmapd\nring buffer", "ftrace\nevent+stack", "perf.data\nper sample"],
              [t[k]["measured"] for k in keys], keys,
              "Transport bytes per event (lower is better)", "bytes / event", "{:.1f} B",
-             ["4-byte id", f"{num(t['ftrace']['stack_part'])} B stack", ""])
+             [t["stackmapd"].get("source") or "", f"{num(t['ftrace']['stack_part'])} B stack", ""])
         ax.text(0.98, 0.97, "bpftrace: aggregates in kernel,\nno per-event record",
                 transform=ax.transAxes, ha="right", va="top", fontsize=9, color="#555")
     d = res.get("daemon")
@@ -1034,31 +1121,47 @@ def chart(res, path):
         ax.text(0.02, 0.95, "\n".join(lines), va="top", fontsize=12, family="monospace",
                 transform=ax.transAxes)
     px = res.get("pool_exhausted")
-    ax = axes[1][1]
     if px:
-        import numpy as np
-        x = np.arange(2)
         wins = ["filler", "alloc_loop"]
-        for j, (k, lab, col) in enumerate((("bits14", "--bits 14 (room)", "#9cc3e0"),
-                                           ("bits10_exhausted", "--bits 10 (pool full)", "#2a7ab0"))):
-            s = [px[w][k] for w in wins]
-            med = [v["median"] for v in s]
-            err = [[v["median"] - v["min"] for v in s], [v["max"] - v["median"] for v in s]]
-            b = ax.bar(x + (j - 0.5) * 0.38, med, 0.38, yerr=err, capsize=4, color=col, label=lab)
-            for rect, v, sv in zip(b, med, s):
-                ax.annotate(f"{v:.0f}", (rect.get_x() + rect.get_width() / 2, sv["max"]),
-                            xytext=(0, 3), textcoords="offset points", ha="center", fontsize=10)
-        ax.set_xticks(x)
+        grouped(axes[1][1], ["filler\n(new stacks keep coming)", "alloc_loop\n(pinned workload)"],
+                [(lab, col, [px[w][k] for w in wins]) for k, lab, col in (
+                    ("bits14", "--bits 14 (room)", "#9cc3e0"),
+                    ("bits10_exhausted", "--bits 10 (pool full)", "#2a7ab0"))],
+                "Cost per event with the element pool exhausted", "ns / event", "{:.0f}")
         share = px["bits10_pool_full_drop_share"]
-        ax.set_xticklabels(["filler\n(new stacks keep coming)", "alloc_loop\n(pinned workload)"])
         if share:
-            ax.text(0.02, 0.97, f"--bits 10: {share['median'] * 100:.1f}% of events\ndropped pool_full",
-                    transform=ax.transAxes, va="top", fontsize=9, color="#333")
-        ax.set_ylabel("ns / event")
-        ax.set_title("Cost per event with the element pool exhausted", fontsize=11)
-        ax.legend(fontsize=9, loc="upper right")
-        ax.margins(y=0.3)
-        ax.grid(axis="y", alpha=0.3)
+            axes[1][1].text(0.02, 0.97, f"--bits 10: {share['median'] * 100:.1f}% of events\n"
+                            "dropped pool_full", transform=axes[1][1].transAxes, va="top",
+                            fontsize=9, color="#333")
+    if ns:
+        keys = list(ns["balanced"])
+        bars(axes[2][0], [k.replace("_get_stack", "").replace("/", " /\n") for k in keys],
+             [ns["balanced"][k] for k in keys], [k.split("/")[0] for k in keys],
+             "In-kernel ns/event ratios, order-balanced\n(geometric mean of an attach order and "
+             "its reverse)", "ratio", "{:.3f}×",
+             [f"own work {((ns['balanced'][k] or {}).get('median', 1) - 1) * 100:+.1f} %"
+              if k == "stackmapd/bare_get_stack" else "" for k in keys])
+        axes[2][0].axhline(1.0, color="#444", lw=1, ls="--")
+    ring = res.get("ring")
+    if ring:
+        grouped(axes[2][1], [label.replace(" (", "\n(") for _, label, _ in RING_WORKLOADS],
+                [(clabel.replace("`", ""), col, [ring["bytes_per_event"][c][w]
+                                                 for w, _, _ in RING_WORKLOADS])
+                 for (c, clabel, _), col in zip(RING_CONFIGS, ("#2a7ab0", "#9cc3e0", "#cccccc"))],
+                "stackmapd ring bytes per event (lower is better)", "bytes / event", "{:.1f}")
+    load = (d or {}).get("load")
+    if load:
+        sm = load["summary"]
+        bars(axes[2][2], [n.replace(" ", "\n", 1) for n, _ in LOAD_CONFIGS],
+             [sm[n]["daemon_cpu_percent_stat"] for n, _ in LOAD_CONFIGS], ["stackmapd"] * len(sm),
+             f"Daemon CPU, CPUs {','.join(map(str, load['cpus']))} producing "
+             "(/proc/PID/stat)", "% of one CPU", "{:.2f} %",
+             [f"{num((sm[n]['events_per_s'] or {}).get('median'))} events/s\nVmHWM "
+              f"{num((sm[n]['vm_hwm_kb'] or {}).get('median', 0) / 1024, 1)} MB"
+              for n, _ in LOAD_CONFIGS])
+    for ax, shown in ((axes[2][0], ns), (axes[2][1], ring), (axes[2][2], load)):
+        if not shown:
+            ax.axis("off")
     fig.tight_layout(rect=(0, 0, 1, 0.96))
     fig.savefig(path, dpi=90)
 
