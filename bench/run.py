@@ -629,22 +629,6 @@ def bench_daemon(a, bins):
     return res
 
 
-def read_counters(prog_id):
-    """Sums stackmapd's per-CPU counters map (BTF-formatted by bpftool)."""
-    info = json.loads(sh(["bpftool", "-j", "prog", "show", "id", str(prog_id)]))
-    for mid in info.get("map_ids", []):
-        m = json.loads(sh(["bpftool", "-j", "map", "show", "id", str(mid)]))
-        if m.get("name") == "counters":
-            dump = json.loads(sh(["bpftool", "-j", "map", "dump", "id", str(mid)]))
-            tot = None
-            for e in dump:
-                for v in e.get("formatted", e)["values"]:
-                    vals = v["value"]["v"]
-                    tot = vals if tot is None else [x + y for x, y in zip(tot, vals)]
-            return tot
-    return None
-
-
 def filler(seconds):
     """Diverse kernel activity: many distinct stacks on the busy tracepoints."""
     end = time.time() + seconds
