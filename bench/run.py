@@ -815,6 +815,12 @@ def table(L, title, head, rows):
     L += ["| " + " | ".join(r) + " |" for r in rows] + [""]
 
 
+def ab_rows(res, a, b, figures):
+    """Rows [label, A, B, ratio] of an A-against-B result (figures: (key, label, digits))."""
+    return [[label, fmt(res[k][a], "", digits), fmt(res[k][b], "", digits),
+             fmt(res[k]["ratio"], "×", 3)] for k, label, digits in figures]
+
+
 RING_SOURCE = {"stack_map_stat": "stack_map_stat `ring_bytes` / `events`, whole session",
                "producer position": "the ring's producer position / program runs (this daemon "
                                     "writes no `ring_bytes`)"}
@@ -954,10 +960,9 @@ def markdown(res):
                  f"to `--bits 14`, both on {len(px['events'])} busy tracepoints, same events, "
                  f"{len(px['rounds'])} order-alternated rounds)",
               ["window", "--bits 10, pool full: ns/event", "--bits 14: ns/event", "ratio"],
-              [[lab, fmt(px[win]["bits10_exhausted"]), fmt(px[win]["bits14"]),
-                fmt(px[win]["ratio"], "×", 3)]
-               for win, lab in (("filler", "filler (shell commands: new stacks keep coming)"),
-                                ("alloc_loop", "alloc_loop (the pinned workload)"))])
+              ab_rows(px, "bits10_exhausted", "bits14",
+                      (("filler", "filler (shell commands: new stacks keep coming)", 0),
+                       ("alloc_loop", "alloc_loop (the pinned workload)", 0))))
         L.append(f"The --bits 10 daemon dropped "
                  f"{fmt(scaled(px['bits10_pool_full_drop_share'], lambda v: v * 100), ' %', 1)}"
                  " of its events as `drop_pool_full` over each whole session (its stack_map_stat).")
@@ -968,10 +973,8 @@ def markdown(res):
                  f"`--offcpu`, one daemon at a time under `perf bench sched pipe` on CPU "
                  f"{res['meta']['workload_cpu']}, {len(o['pairs'])} pairs A B A B ...)",
               ["figure", "plain", "--offcpu", "ratio --offcpu / plain"],
-              [[label, fmt(o[k]["plain"], "", digits), fmt(o[k]["offcpu"], "", digits),
-                fmt(o[k]["ratio"], "×", 3)]
-               for k, label, digits in (("ns_per_event", "in-kernel ns per sched_switch", 0),
-                                        ("ops_per_s", "ping-pong ops/s", 0))])
+              ab_rows(o, "plain", "offcpu", (("ns_per_event", "in-kernel ns per sched_switch", 0),
+                                             ("ops_per_s", "ping-pong ops/s", 0))))
     c = res.get("compare")
     if c:
         base = res["meta"].get("baseline", {})
@@ -985,8 +988,7 @@ def markdown(res):
                  f"at a time on `{EVENT}`, {len(c['pairs'])} pairs in the order A B A B ..., ratio "
                  "per pair; below 1 = this build costs less)",
               ["figure", "this build", "baseline", "ratio this / baseline"],
-              [[label, fmt(c[k]["current"], "", digits), fmt(c[k]["baseline"], "", digits),
-                fmt(c[k]["ratio"], "×", 3)] for k, label, digits in COMPARE_FIGURES])
+              ab_rows(c, "current", "baseline", COMPARE_FIGURES))
     return "\n".join(L)
 
 
