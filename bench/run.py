@@ -559,8 +559,11 @@ def bench_ring(a, bins):
     """Ring-buffer bytes per event of each daemon configuration on the bench
     workload and on the mixed one, one daemon at a time."""
     rounds = []
+    combos = list(itertools.product(RING_CONFIGS, RING_WORKLOADS))
+    if a.smoke:  # two runs: --by on the bench workload, --trace on the mixed one
+        combos = combos[::3]
     for r in range(a.ring_rounds):
-        for (cname, _, extra), (wname, _, mix) in itertools.product(RING_CONFIGS, RING_WORKLOADS):
+        for (cname, _, extra), (wname, _, mix) in combos:
             x = stackmapd_run(Stackmapd(bins["stackmapd"], cname, extra=extra),
                               lambda: workload(bins["alloc_loop"], a.cpu, a.seconds, mix=mix))
             rounds.append({"config": cname, "workload": wname, "ops_per_s": x["work"],
@@ -568,7 +571,8 @@ def bench_ring(a, bins):
                                                 "ring_bytes_source", "stat_events")}})
             log(f"ring {cname} on {wname}: {num(rounds[-1]['ring_bytes_per_event'], 2)} B/event "
                 f"({x['ring_bytes_source']}), {num(x['events_per_s'])} events/s")
-    return {"rounds": rounds, "source": rounds[0]["ring_bytes_source"] if rounds else None,
+    return {"rounds": rounds, "n_rounds": a.ring_rounds,
+            "source": rounds[0]["ring_bytes_source"] if rounds else None,
             "bytes_per_event": {c: {w: summary([r["ring_bytes_per_event"] for r in rounds
                                                 if r["config"] == c and r["workload"] == w])
                                     for w, _, _ in RING_WORKLOADS} for c, _, _ in RING_CONFIGS}}
@@ -608,7 +612,7 @@ def bench_daemon(a, bins):
                            "--bits 14; the daemon is pinned to CPU "
                            f"{TRACER_CPU[0]}, which also runs a workload instance"}
     for r in range(a.load_rounds):
-        for name, extra in LOAD_CONFIGS:
+        for name, extra in LOAD_CONFIGS[:1] if a.smoke else LOAD_CONFIGS:
             log(f"daemon at ~{LOAD_EVENTS_PER_S // 1000} k events/s on CPUs {cpus}: {name}")
             x = stackmapd_run(Stackmapd(bins["stackmapd"], name, extra=extra), lambda: workload(
                 bins["alloc_loop"], None, a.load_seconds, rate=rate, cpus=cpus))
@@ -916,7 +920,7 @@ def markdown(res):
     ring = res.get("ring")
     if ring:
         table(L, f"**stackmapd ring bytes per event** (`{EVENT}`, one daemon at a time, "
-                 f"rounds: {len(ring['rounds']) // (len(RING_CONFIGS) * len(RING_WORKLOADS))}; "
+                 f"rounds: {ring['n_rounds']}; "
                  f"{RING_SOURCE.get(ring['source'], 'n/a')}; headers included)",
               ["daemon"] + [label for _, label, _ in RING_WORKLOADS],
               [[clabel] + [fmt(ring["bytes_per_event"][c][w], " B", 2) for w, _, _ in RING_WORKLOADS]
@@ -1208,7 +1212,7 @@ def main():
         a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 0.3, 1, 1, 2
         a.px_rounds, a.fill_seconds, a.low_rate_seconds = 1, 0.5, 0.5
         a.ns_orders, a.rss_sizes, cmp_rounds = 2, ((1024, 10), (16384, 14)), 1
-        a.ring_rounds, a.load_rounds, a.load_seconds = 1, 1, 0.5
+        a.ring_rounds, a.load_rounds, a.load_seconds = 1, 1, 0.3
         STOP_TIMEOUT[0] = 10
     elif a.quick:
         a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 1.0, 1, 3, 5
