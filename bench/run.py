@@ -1177,7 +1177,7 @@ def update_benchmarks_md(md, a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="fewer, shorter rounds (< 3 min)")
+    mode.add_argument("--quick", action="store_true", help="fewer, shorter rounds (~4 min)")
     mode.add_argument("--smoke", action="store_true",
                       help="every section once, for seconds (CI): proves the suite runs, "
                            "judges no figure; fails only if a section crashes")
