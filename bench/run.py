@@ -706,34 +706,47 @@ COMPARE_FIGURES = (("ns_per_event", "in-kernel ns/event (bpf_stats run_time_ns /
                    ("ring_bytes_per_event", "ring-buffer bytes per event", 1))
 
 
+def ab_pairs(n, order, ratio, run, keys, what):
+    """n rounds of one stackmapd session per name of `order` (A B A B ...; run(name)
+    -> stackmapd_run's figures); per pair the ratio ratio[0] / ratio[1] of each of
+    `keys`; returns the pairs and, per key, each name's summary and the ratio's."""
+    num_, den = ratio
+    pairs = []
+    for r in range(n):
+        pair = {}
+        for name in order:
+            x = run(name)
+            pair[name] = dict({k: x.get(k) for k in keys + ["events", "stat_events"]},
+                              ops_per_s=x["work"])
+        pair["ratio"] = {k: pair[num_][k] / pair[den][k] if pair[num_][k] and pair[den][k]
+                         else None for k in keys}
+        pairs.append(pair)
+        log("%s pair %d: ns/event %s %s, %s %s (ratio %s); ops/s ratio %s" % (
+            what, r + 1, num_, num(pair[num_]["ns_per_event"]), den, num(pair[den]["ns_per_event"]),
+            num(pair["ratio"]["ns_per_event"], 3), num(pair["ratio"]["ops_per_s"], 3)))
+    res = {"pairs": pairs}
+    for k in keys:
+        res[k] = {name: summary([p[name][k] for p in pairs]) for name in order}
+        res[k]["ratio"] = summary([p["ratio"][k] for p in pairs])
+    return res
+
+
 def bench_compare(a, bins):
     """This build (A) against --baseline-stackmapd (B): one daemon at a time on the
     same tracepoint under the same pinned workload, in the order A B A B ...;
     per pair, the ratio A / B of each figure (< 1: this build costs less)."""
-    builds = (("current", bins["stackmapd"], a.current_args.split()),
-              ("baseline", bins["baseline_stackmapd"], a.baseline_args.split()))
-    pairs = []
-    for r in range(a.compare_rounds):
-        pair = {}
-        for name, binary, extra in builds:
-            x = stackmapd_run(Stackmapd(binary, name, extra=extra),
-                              lambda: workload(bins["alloc_loop"], a.cpu, a.seconds))
-            pair[name] = {k: x[k] for k in ("ns_per_event", "events", "daemon_cpu_s_per_million",
-                                            "ring_bytes_per_event", "stat_events")}
-            pair[name]["ops_per_s"] = x["work"]
-        pair["ratio"] = {k: pair["current"][k] / pair["baseline"][k]
-                         if pair["current"][k] and pair["baseline"][k] else None
-                         for k, _, _ in COMPARE_FIGURES}
-        pairs.append(pair)
-        log("compare pair %d: ns/event this %s, baseline %s (ratio %s); ops/s ratio %s" % (
-            r + 1, num(pair["current"]["ns_per_event"]), num(pair["baseline"]["ns_per_event"]),
-            num(pair["ratio"]["ns_per_event"], 3), num(pair["ratio"]["ops_per_s"], 3)))
+    builds = {"current": (bins["stackmapd"], a.current_args.split()),
+              "baseline": (bins["baseline_stackmapd"], a.baseline_args.split())}
+
+    def run(name):
+        binary, extra = builds[name]
+        return stackmapd_run(Stackmapd(binary, name, extra=extra),
+                             lambda: workload(bins["alloc_loop"], a.cpu, a.seconds))
     res = {"order": "A B A B ... (A = this build, B = baseline), one daemon at a time",
            "current": bins["stackmapd"], "baseline": bins["baseline_stackmapd"],
-           "current_args": a.current_args, "baseline_args": a.baseline_args, "pairs": pairs}
-    for k, _, _ in COMPARE_FIGURES:
-        res[k] = {n: summary([p[n][k] for p in pairs]) for n in ("current", "baseline")}
-        res[k]["ratio"] = summary([p["ratio"][k] for p in pairs])
+           "current_args": a.current_args, "baseline_args": a.baseline_args}
+    res.update(ab_pairs(a.compare_rounds, list(builds), ("current", "baseline"), run,
+                        [k for k, _, _ in COMPARE_FIGURES], "compare"))
     return res
 
 
@@ -752,27 +765,15 @@ def bench_offcpu(a, bins):
     (A) and `--offcpu` (B), one daemon at a time, A B A B ..., under a pipe ping-pong
     on the workload CPU; in-kernel ns per sched_switch and the ping-pong's ops/s."""
     loops = 20000 if a.smoke else 200000
-    modes = (("plain", [], ["sched:sched_switch"]), ("offcpu", ["--offcpu"], []))
-    pairs = []
-    for r in range(1 if a.smoke else a.compare_rounds):
-        pair = {}
-        for name, extra, events in modes:
-            x = stackmapd_run(Stackmapd(bins["stackmapd"], name, events=events, extra=extra),
-                              lambda: pipe_workload(a.cpu, loops))
-            pair[name] = {k: x[k] for k in ("ns_per_event", "events", "stat_events")}
-            pair[name]["ops_per_s"] = x["work"]
-        pair["ratio"] = {k: pair["offcpu"][k] / pair["plain"][k]
-                         if pair["offcpu"][k] and pair["plain"][k] else None
-                         for k in ("ns_per_event", "ops_per_s")}
-        pairs.append(pair)
-        log("offcpu pair %d: ns/sched_switch plain %s, --offcpu %s (ratio %s); ops/s ratio %s" % (
-            r + 1, num(pair["plain"]["ns_per_event"]), num(pair["offcpu"]["ns_per_event"]),
-            num(pair["ratio"]["ns_per_event"], 3), num(pair["ratio"]["ops_per_s"], 3)))
-    res = {"order": "A B A B ... (A = -e sched:sched_switch, B = --offcpu), one daemon at a time",
-           "pairs": pairs}
-    for k in ("ns_per_event", "ops_per_s"):
-        res[k] = {n: summary([p[n][k] for p in pairs]) for n in ("plain", "offcpu")}
-        res[k]["ratio"] = summary([p["ratio"][k] for p in pairs])
+    modes = {"plain": ([], ["sched:sched_switch"]), "offcpu": (["--offcpu"], [])}
+
+    def run(name):
+        extra, events = modes[name]
+        return stackmapd_run(Stackmapd(bins["stackmapd"], name, events=events, extra=extra),
+                             lambda: pipe_workload(a.cpu, loops))
+    res = {"order": "A B A B ... (A = -e sched:sched_switch, B = --offcpu), one daemon at a time"}
+    res.update(ab_pairs(1 if a.smoke else a.compare_rounds, list(modes), ("offcpu", "plain"), run,
+                        ["ns_per_event", "ops_per_s"], "offcpu"))
     return res
 
 
