@@ -1222,7 +1222,7 @@ def main():
     else:
         a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 2.0, 2, 6, 10
         a.px_rounds, a.fill_seconds, a.low_rate_seconds, cmp_rounds = 4, 3.0, 10.0, 8
-        a.ring_rounds, a.load_rounds, a.load_seconds = 3, 2, 10.0
+        a.ring_rounds, a.load_rounds, a.load_seconds = 3, 2, 15.0
     if a.compare_rounds is None:
         a.compare_rounds = cmp_rounds
     if a.out is None:
