@@ -253,11 +253,12 @@ class Stackmapd(Tracer):
                 "cpu_stat": proc_stat_cpu_s(self.proc.pid), "wall": time.time()}
 
     def ring_bytes_per_event(self, m0, m1, events):
-        """(bytes, source): the session's `ring_bytes:` over its `events:` from
-        stack_map_stat when the daemon writes that line (after stop), else the
-        producer position over the window's program runs."""
+        """(bytes, source): the session's `ring_bytes:` over its `events_total:`
+        (both since load) from stack_map_stat when the daemon writes that line
+        (after stop), else the producer position over the window's program runs."""
         try:
-            return int(self.stat["ring_bytes"]) / int(self.stat["events"]), "stack_map_stat"
+            return (int(self.stat["ring_bytes"]) / int(self.stat["events_total"]),
+                    "stack_map_stat")
         except (KeyError, ValueError, ZeroDivisionError):
             pass
         if m0["pos"] is None or not events:
@@ -826,7 +827,7 @@ def ab_rows(res, a, b, figures):
              fmt(res[k]["ratio"], "×", 3)] for k, label, digits in figures]
 
 
-RING_SOURCE = {"stack_map_stat": "stack_map_stat `ring_bytes` / `events`, whole session",
+RING_SOURCE = {"stack_map_stat": "stack_map_stat `ring_bytes` / `events_total`, whole session",
                "producer position": "the ring's producer position / program runs (this daemon "
                                     "writes no `ring_bytes`)"}
 RING_GOALS = {("by", "alloc_loop"): "≤ 5 B (stretch ≤ 1 B on repetitive phases)",
