@@ -244,7 +244,7 @@ int cmd_drain(int cpu, int rounds, const std::string& file) {
   uint32_t rl = sizeof(ri);
   bpf_obj_get_info_by_fd(m.ids, &ri, &rl);
   // A record takes its size and the ring's 8-byte header.
-  uint32_t per_round = ri.max_entries / (sizeof(smt_event_record) + 8) * 3 / 4;
+  uint32_t per_round = ri.max_entries / (sizeof(smt_count_record) + 8) * 3 / 4;
 
   uint64_t events_before = s.store().total_events();
   uint64_t submitted_total = 0, drained_total = 0;

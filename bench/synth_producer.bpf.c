@@ -5,7 +5,8 @@
  * (bpf_map__reuse_fd before load):
  *  - replay: submits `replay_count` ids, cycling through `replay_ids`, which
  *    the host fills with ids already in the table (from a real event burst),
- *    exactly as stackmapd.bpf.c submits them (4-byte record, no wakeup);
+ *    as stackmapd.bpf.c's batches submit them (a count record of one event,
+ *    no wakeup);
  *  - insert_synthetic: stores one new, distinct synthetic stack per run in the
  *    daemon's lock-free table through the same find-or-insert code
  *    (include/stackmapd/stack_table.h) and submits its id, so the daemon
@@ -98,23 +99,27 @@ static __always_inline struct smt_shared *daemon_shared(void)
 
 static __u32 replay_epoch;
 
-/* An event of one process and source, weight 1, as stackmapd.bpf.c sends it. */
-static __always_inline void fill_record(struct smt_event_record *rec, __u32 id, __u32 epoch)
+/* One event of one process and source, weight 1, in a count record as a
+ * stackmapd.bpf.c batch sends it. Its seq names a batch no CPU has, so the
+ * consumer's per-batch ordering (for snapshots) leaves it alone. */
+static __always_inline void fill_record(struct smt_count_record *rec, __u32 id, __u32 epoch)
 {
-	rec->stack_id = id;
-	rec->epoch = epoch;
-	rec->tgid = 1;
-	rec->tid = 1;
-	rec->cgroup_id = 1;
-	rec->weight = 1;
-	rec->name = 0;
-	rec->source = 0;
-	rec->cpu = 0;
+	rec->event.stack_id = id;
+	rec->event.epoch = epoch;
+	rec->event.tgid = 1;
+	rec->event.tid = 1;
+	rec->event.cgroup_id = 1;
+	rec->event.weight = 1;
+	rec->event.name = 0;
+	rec->event.source = 0;
+	rec->event.cpu = 0;
+	rec->count = 1;
+	rec->seq = 0xffffffff;
 }
 
 static long replay_cb(__u32 i, void *ctx)
 {
-	struct smt_event_record *rec;
+	struct smt_count_record *rec;
 	__u32 n = replay_nr;
 
 	if (n == 0 || n > REPLAY_MAX)
@@ -159,7 +164,7 @@ static long probe_step_cb(__u32 i, void *ctx)
 SEC("syscall")
 int insert_synthetic(void *ctx)
 {
-	struct smt_event_record *rec;
+	struct smt_count_record *rec;
 	struct synth_buf *buf;
 	struct smt_probe p;
 	__u32 zero = 0, n = synth_next, depth = synth_depth, state;
