@@ -40,6 +40,12 @@ SessionConfig kmem_config(uint32_t bits = SMT_DEFAULT_BITS) {
   return c;
 }
 
+uint64_t total_refs(const Snapshot& snap) {
+  uint64_t n = 0;
+  for (const StackRecord& r : snap.stacks) n += r.ref_count;
+  return n;
+}
+
 void run_load(BpfSession& s, int rounds) {
   for (int i = 0; i < rounds; ++i) {
     generate_allocations(2000);
@@ -119,9 +125,23 @@ TEST_F(BpfSessionTest, SmallTableCountsPoolExhaustionExactly) {
   ASSERT_TRUE(st.pool_full()) << st.entries << " unique stacks only";
   EXPECT_GT(st.get(SMC_DROP_POOL_FULL), 0u);
   EXPECT_EQ(st.events_total, st.events()) << "every event counted once, as a hit or a drop";
-  EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS));
+  // No stack is lost: what the table could not take came whole.
+  const uint64_t not_taken =
+      st.get(SMC_DROP_POOL_FULL) + st.get(SMC_DROP_PROBE_LIMIT) + st.get(SMC_DROP_BUSY);
+  EXPECT_EQ(st.get(SMC_SENT_WHOLE), not_taken) << "the ring buffer had room for every one";
+  EXPECT_EQ(st.overflow_lost, 0u);
+  EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS) + st.get(SMC_SENT_WHOLE));
   EXPECT_EQ(st.entries, s.pool_size());
-  EXPECT_EQ(s.store().size(), s.pool_size());
+  EXPECT_GT(st.overflow_stacks, 0u);
+  EXPECT_EQ(s.store().size(), s.pool_size() + st.overflow_stacks);
+  for (const StackRecord& r : s.store().snapshot(s.sources())) {
+    if (r.stack_id < s.table_size()) {
+      EXPECT_EQ(s.table_stack(r.stack_id).ips, r.ips) << "stack_id " << r.stack_id;
+    } else {
+      EXPECT_LT(r.stack_id, s.table_size() + RingConsumer::kOverflowStacks);
+      EXPECT_FALSE(r.ips.empty());
+    }
+  }
   EXPECT_EQ(st.bad_records, 0u);
 }
 
@@ -135,6 +155,43 @@ TEST_F(BpfSessionTest, VerifyModeFindsEverySampledStackStoredUnderItsId) {
   EXPECT_EQ(st.verify_mismatch, 0u);
   EXPECT_EQ(st.bad_records, 0u);
   EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS)) << "a sample also counts its event, once";
+}
+
+// Both CPUs produce while snapshots are taken: each one is exact (every event
+// counted in a batch or the store, once), with no wait for anything to be sent.
+TEST_F(BpfSessionTest, SnapshotsUnderLoadAreExact) {
+  SessionConfig c = kmem_config();
+  c.keys = KeySpec::parse("pid,tid,source");
+  BpfSession s(c);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> load;
+  for (int t = 0; t < 2; ++t)
+    load.emplace_back([&] {
+      while (!stop) generate_allocations(200);
+    });
+  uint64_t pending_seen = 0, last_hits = 0;
+  for (int i = 0; i < 200; ++i) {
+    const Snapshot snap = s.snapshot();
+    ASSERT_EQ(total_refs(snap), snap.stats.get(SMC_HITS)) << "snapshot " << i;
+    ASSERT_EQ(snap.stats.events_total, snap.stats.events()) << "snapshot " << i;
+    for (const StackRecord& r : snap.stacks) {
+      uint64_t by = 0;
+      for (const KeyCount& k : r.by) by += k.count;
+      ASSERT_EQ(by, r.ref_count) << "snapshot " << i << ", stack_id " << r.stack_id;
+    }
+    pending_seen += snap.stats.get(SMC_HITS) - s.store().total_events();
+    EXPECT_GE(snap.stats.get(SMC_HITS), last_hits);
+    last_hits = snap.stats.get(SMC_HITS);
+    if (i % 50 == 0) s.drain(0);
+  }
+  stop = true;
+  for (auto& t : load) t.join();
+  EXPECT_GT(pending_seen, 0u) << "every snapshot found the batches empty: nothing was tested";
+  EXPECT_GT(last_hits, 10000u);
+  s.detach();
+  const TableStats st = s.stats();
+  EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS)) << "detached, the store holds all";
+  EXPECT_LT(st.ring_bytes, st.events() * 16) << "batches send less than a record per event";
 }
 
 // Resets while both CPUs insert: no stale or torn stack may ever be exported.
@@ -264,7 +321,7 @@ TEST_F(BpfSessionTest, ResetRollsBackWhenTheGracePeriodFails) {
   s.attach();
   generate_allocations(2000);
   s.drain(0);
-  const uint64_t stacks = s.store().size();
+  const uint64_t stacks = s.snapshot().stacks.size();
   ASSERT_GT(stacks, 0u);
   s.set_grace_period([] {
     errno = ENOSYS;
@@ -288,10 +345,9 @@ TEST_F(BpfSessionTest, ResetRollsBackWhenTheGracePeriodFails) {
   EXPECT_GT(after.get(SMC_HITS), before.get(SMC_HITS) + 1000) << "the table is live again";
   EXPECT_EQ(after.get(SMC_DROP_RESETTING), before.get(SMC_DROP_RESETTING))
       << "the table was left resetting";
-  EXPECT_GE(s.store().size(), stacks) << "nothing was cleared";
-  // Attached, events of other processes arrive between the drain and the
-  // stats: exact equality is checked once detached, below.
-  EXPECT_LE(s.store().total_events(), after.get(SMC_HITS));
+  const Snapshot live = s.snapshot();
+  EXPECT_GE(live.stacks.size(), stacks) << "nothing was cleared";
+  EXPECT_EQ(total_refs(live), live.stats.get(SMC_HITS)) << "a snapshot is exact, attached too";
 
   s.set_grace_period(
       [] { return static_cast<int>(syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0)); });

@@ -99,12 +99,15 @@ void BpfSession::take_over() {
   }
   consumer_.set_epoch(epoch);
   // The ref_counts hold what the daemon before counted; the records it left
-  // unread count now, and the batches' entries with every snapshot.
+  // unread and its batches' entries count now.
   store_.clear();
   consumer_.clear_overflow();
   for (StackRecord& r : table_.stacks()) store_.insert(r.stack_id, std::move(r.ips), r.ref_count);
   drain(0);
-  consumer_.sync(batches_.read());
+  const std::vector<smt_batch> batches = batches_.read();
+  consumer_.sync(batches);
+  consumer_.absorb(batches);
+  batches_.clear_entries();
   batches_.forget_names();  // ids the names map we start with does not hold
   if (!resumed_)
     spdlog::info("continuing the table pinned in {}: {} stacks, {} events, epoch {}", where,
@@ -127,7 +130,21 @@ void BpfSession::attach() {
 
 void BpfSession::reattach(const std::vector<Tracepoint>& events) { attachments_.reattach(events); }
 
-void BpfSession::detach() { attachments_.detach(); }
+void BpfSession::detach() {
+  const bool was_attached = attachments_.attached();
+  attachments_.detach();
+  if (was_attached) absorb_batches();
+}
+
+// Nothing writes the batches once the programs detached a moment ago have
+// finished their events (a grace period, as for a take-over).
+void BpfSession::absorb_batches() {
+  if (grace_period_() != 0)
+    spdlog::debug("membarrier: {}: absorbing the batches without a grace period", strerror(errno));
+  consume_committed();
+  consumer_.absorb(batches_.read());
+  batches_.clear_entries();
+}
 
 TableStats BpfSession::stats_of(const std::vector<smt_cpu_counters>& counters,
                                 uint32_t parity) const {

@@ -63,8 +63,9 @@ class BpfSession {
   // Attaches to `events` instead of the current tracepoints; the table is
   // kept. Links of events in both sets stay; on failure nothing changes.
   void reattach(const std::vector<Tracepoint>& events);
-  // Stops new events; what is in flight can still be drained. After detach()
-  // and a final drain() the daemon's counts and the table's agree exactly.
+  // Stops new events, waits for those in flight and counts every event into
+  // the store: the ring drained, the batches' entries absorbed. After it the
+  // store, the table's ref_counts and the counters agree exactly.
   void detach();
   bool attached() const { return attachments_.attached(); }
 
@@ -129,6 +130,7 @@ class BpfSession {
   void set_state(uint32_t state);
   bool wait_grace_period();
   void consume_committed();
+  void absorb_batches();
   TableStats stats_of(const std::vector<smt_cpu_counters>& counters, uint32_t parity) const;
 
   // Declared in the order they are built; torn down in reverse: links first,

@@ -61,6 +61,10 @@ std::vector<smt_cpu_counters> CpuBatches::counters() const {
 
 void CpuBatches::clear() { std::memset(map_.get(), 0, sizeof(smt_batch) * count_); }
 
+void CpuBatches::clear_entries() {
+  for (uint32_t i = 0; i < count_; ++i) std::memset(at(i)->entries, 0, sizeof(at(i)->entries));
+}
+
 void CpuBatches::forget_names() {
   for (uint32_t i = 0; i < count_; ++i) __atomic_store_n(&at(i)->last_name, 0, __ATOMIC_RELAXED);
 }

@@ -26,6 +26,9 @@ class CpuBatches {
   // Empties every batch, counters included: only while no program runs on
   // them (a table started fresh).
   void clear();
+  // Empties the entries, once the daemon counted them: only while no
+  // program runs (detached).
+  void clear_entries();
   // Forgets the names the batches remember, whose ids meant something to
   // the daemon before: only while no program runs (a take-over).
   void forget_names();

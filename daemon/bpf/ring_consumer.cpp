@@ -236,6 +236,12 @@ std::vector<PendingCount> RingConsumer::pending(const std::vector<smt_batch>& ba
   return out;
 }
 
+void RingConsumer::absorb(const std::vector<smt_batch>& batches) {
+  for (const smt_batch& b : batches)
+    for (const smt_batch_entry& e : b.entries)
+      if (e.count && e.event.epoch == epoch_) count_event(e.event, e.count);
+}
+
 void RingConsumer::sync(const std::vector<smt_batch>& batches) {
   for (size_t i = 0; i < batches.size() && i < seen_.size(); ++i)
     seen_[i] = batches[i].sent & kSeqMask;

@@ -75,6 +75,9 @@ class RingConsumer {
   // The entries of the current epoch in `batches`, resolved (interning the
   // strings their keys need in the store). Only once caught_up(batches).
   std::vector<PendingCount> pending(const std::vector<smt_batch>& batches);
+  // Detached, the ring drained: counts the batches' entries of the current
+  // epoch into the store for good (the caller then empties them).
+  void absorb(const std::vector<smt_batch>& batches);
   // A take-over, nothing running: what the batches sent so far is consumed.
   void sync(const std::vector<smt_batch>& batches);
 
