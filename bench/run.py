@@ -11,12 +11,18 @@ Sections:
   ns_per_event   in-kernel ns/event (kernel.bpf_stats_enabled run_time_ns /
                  run_cnt) of stackmapd's program, bpftrace @[kstack]=count()
                  and a bare bpf_get_stack program, all three attached to the
-                 same tracepoint at once (same events), in every attach order.
+                 same tracepoint at once (same events), in every attach order;
+                 order-balanced ratios over each order and its reverse.
   throughput     the pinned workload's ops/s under each tracer / untraced.
-  transport      bytes per event: stackmapd ring buffer (producer position /
-                 program runs), ftrace per_cpu stats bytes, perf.data / samples.
-  daemon         drain rate, CPU per million ids, CPU at ~10 k events/s, RSS
-                 at 1 K / 16 K / 256 K unique stacks.
+  transport      bytes per event: stackmapd ring buffer (stack_map_stat
+                 ring_bytes / events, else producer position / program runs),
+                 ftrace per_cpu stats bytes, perf.data / samples.
+  ring           stackmapd's ring bytes per event with --by pid,cgroup,source,
+                 with --trace and with default keys, on the bench workload and
+                 on a mixed one (alloc_loop --mix).
+  daemon         drain rate, CPU per million ids, CPU at ~10 k events/s and at
+                 ~500 k events/s with every CPU producing (/proc/PID/stat), its
+                 VmRSS/VmHWM at --bits 14, RSS at 1 K / 16 K / 256 K unique stacks.
   pool_exhausted ns/event of a --bits 10 daemon whose pool is full next to a
                  --bits 14 one that is not, on the same events.
   offcpu         --offcpu next to `-e sched:sched_switch` under a pipe ping-pong:
@@ -53,6 +59,7 @@ ROOT = os.path.dirname(HERE)
 TRACEFS = "/sys/kernel/tracing"
 WORKFILE = "/dev/shm/stackmapd-bench"
 EVENT = "kmem:kmem_cache_alloc"
+MIX_PROCS = 4  # processes of the mixed workload (alloc_loop --mix)
 BPFTRACE_PROG = "tracepoint:kmem:kmem_cache_alloc { @[kstack] = count(); }"
 # Busy tracepoints with many distinct stacks, to exhaust a --bits 10 pool.
 BUSY_EVENTS = ["kmem:kmem_cache_alloc", "kmem:kmem_cache_free", "kmem:kmalloc", "kmem:kfree",
@@ -154,6 +161,26 @@ class RingProducerPos:
         os.close(self.fd)
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_stat_cpu_s(pid):
+    """utime + stime of /proc/PID/stat (all threads; 1/CLK_TCK resolution)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def proc_status_kb(pid, keys=("VmRSS", "VmHWM")):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in keys:
+                out[k] = int(v.split()[0])
+    return out
+
+
 def proc_cpu_s(pid):
     """CPU time of all the process's threads, ns-precise (schedstat)."""
     total = 0
@@ -222,7 +249,21 @@ class Stackmapd(Tracer):
         self.ring = RingProducerPos(ring) if ring is not None else None
 
     def mark(self):
-        return {"pos": self.ring.pos() if self.ring else None, "cpu": proc_cpu_s(self.proc.pid)}
+        return {"pos": self.ring.pos() if self.ring else None, "cpu": proc_cpu_s(self.proc.pid),
+                "cpu_stat": proc_stat_cpu_s(self.proc.pid), "wall": time.time()}
+
+    def ring_bytes_per_event(self, m0, m1, events):
+        """(bytes, source): the session's `ring_bytes:` over its `events_total:`
+        (both since load) from stack_map_stat when the daemon writes that line
+        (after stop), else the producer position over the window's program runs."""
+        try:
+            return (int(self.stat["ring_bytes"]) / int(self.stat["events_total"]),
+                    "stack_map_stat")
+        except (KeyError, ValueError, ZeroDivisionError):
+            pass
+        if m0["pos"] is None or not events:
+            return None, None
+        return (m1["pos"] - m0["pos"]) / events, "producer position"
 
     def stop(self):
         if self.ring:
@@ -342,17 +383,60 @@ class Perf(Tracer):
 
 
 # ----------------------------------------------------------------- workload
-def workload(binary, cpu, seconds, rate=0):
-    out = sh([binary, "--cpu", str(cpu), "--duration", str(seconds), "--file", WORKFILE,
-              "--rate", str(rate)])
-    return json.loads(out)["ops_per_s"]
+def workload(binary, cpu, seconds, rate=0, mix=0, cpus=None):
+    """ops/s of alloc_loop on `cpu`, or summed over one instance per CPU of `cpus`
+    (each at `rate`); `mix` N: the mixed workload (alloc_loop --mix N)."""
+    procs = [subprocess.Popen([binary, "--cpu", str(c), "--duration", str(seconds), "--file",
+                               WORKFILE, "--rate", str(rate), "--mix", str(mix)],
+                              stdout=subprocess.PIPE, text=True) for c in (cpus or [cpu])]
+    outs = [p.communicate()[0] for p in procs]
+    if any(p.returncode for p in procs):
+        raise RuntimeError(f"alloc_loop failed: {[p.returncode for p in procs]}")
+    return sum(json.loads(o)["ops_per_s"] for o in outs)
+
+
+def stackmapd_run(t, work):
+    """Runs `work()` under the Stackmapd tracer `t` (started and stopped here):
+    its program's and daemon's figures over that window."""
+    t.start()
+    try:
+        time.sleep(0.2)
+        s0, m0 = prog_stats(), t.mark()
+        out = work()
+        s1, m1 = prog_stats(), t.mark()
+        mem = proc_status_kb(t.proc.pid)
+    finally:
+        t.stop()
+    pid = t.prog_ids[0]
+    dt, dn = s1[pid][0] - s0[pid][0], s1[pid][1] - s0[pid][1]
+    wall = m1["wall"] - m0["wall"]
+    ring, ring_source = t.ring_bytes_per_event(m0, m1, dn)
+    per_m = (lambda k: (m1[k] - m0[k]) / dn * 1e6 if dn else None)
+    return {"work": out, "events": dn, "seconds": wall, "events_per_s": dn / wall,
+            "ns_per_event": dt / dn if dn else None,
+            "ring_bytes_per_event": ring, "ring_bytes_source": ring_source,
+            "daemon_cpu_s_per_million": per_m("cpu"),
+            "daemon_cpu_percent": (m1["cpu"] - m0["cpu"]) / wall * 100,
+            "daemon_cpu_s_per_million_stat": per_m("cpu_stat"),
+            "daemon_cpu_percent_stat": (m1["cpu_stat"] - m0["cpu_stat"]) / wall * 100,
+            "vm_rss_kb": mem.get("VmRSS"), "vm_hwm_kb": mem.get("VmHWM"),
+            "stat_events": t.stat.get("events"), "stat": t.stat}
 
 
 # ------------------------------------------------------------------ sections
+# Order-balanced ratios: (program, reference) -> the geometric mean of its ratio
+# in an attach order and in the reverse one (every program then runs once before
+# and once after the reference, which runs warm in second place).
+BALANCED = (("stackmapd", "bpftrace"), ("bare_get_stack", "bpftrace"),
+            ("stackmapd", "bare_get_stack"))
+
+
 def bench_ns_per_event(a, bins):
-    """All three programs on the same tracepoint at once, every attach order."""
+    """All three programs on the same tracepoint at once, every attach order, an
+    order always followed by its reverse (a mirror pair)."""
     names = ["stackmapd", "bpftrace", "bare_get_stack"]
-    orders = list(itertools.permutations(range(3)))[:a.ns_orders]
+    orders = [o for p in itertools.permutations(range(3)) if p < p[::-1]
+              for o in (p, p[::-1])][:a.ns_orders]
     rounds = []
     for r in range(a.ns_rounds):
         for order in orders:
@@ -395,6 +479,10 @@ def bench_ns_per_event(a, bins):
             for pos in range(3)}
     res["stackmapd_ring_bytes_per_event"] = summary(
         [r.get("stackmapd_ring_bytes_per_event") for r in rounds])
+    mirrors = [(r1["ns"], r2["ns"]) for r1, r2 in zip(rounds[::2], rounds[1::2])]
+    res["balanced"] = {f"{x}/{y}": summary(
+        [((p[x] / p[y]) * (q[x] / q[y])) ** 0.5 for p, q in mirrors if p[x] and p[y] and q[x] and q[y]])
+        for x, y in BALANCED}
     return res
 
 
@@ -406,34 +494,21 @@ def bench_throughput(a, bins):
         order = configs[k:] + configs[:k]  # rotate who goes first each round
         row = {"order": order, "ops_per_s": {}, "extra": {}}
         for c in order:
-            t = {"untraced": Tracer, "stackmapd": lambda: Stackmapd(bins["stackmapd"]),
-                 "bpftrace": Bpftrace, "ftrace": lambda: Ftrace(a.cpu),
+            run = lambda: workload(bins["alloc_loop"], a.cpu, a.seconds)
+            if c == "stackmapd":
+                x = stackmapd_run(Stackmapd(bins["stackmapd"]), run)
+                row["extra"][c], row["ops_per_s"][c] = x, x["work"]
+                continue
+            t = {"untraced": Tracer, "bpftrace": Bpftrace, "ftrace": lambda: Ftrace(a.cpu),
                  "perf": lambda: Perf(a.cpu)}[c]()
             t.start()
             try:
                 time.sleep(0.2)
-                if c == "stackmapd":
-                    s0, m0 = prog_stats(), t.mark()
-                t0 = time.time()
-                ops = workload(bins["alloc_loop"], a.cpu, a.seconds)
-                wall = time.time() - t0
-                if c == "stackmapd":
-                    s1, m1 = prog_stats(), t.mark()
-                    pid = t.prog_ids[0]
-                    events = s1[pid][1] - s0[pid][1]
-                    row["extra"]["stackmapd"] = {
-                        "events": events, "events_per_s": events / wall,
-                        "ring_bytes_per_event": (m1["pos"] - m0["pos"]) / events if events else None,
-                        "daemon_cpu_s_per_million": (m1["cpu"] - m0["cpu"]) / events * 1e6
-                        if events else None,
-                        "daemon_cpu_percent": (m1["cpu"] - m0["cpu"]) / wall * 100}
+                row["ops_per_s"][c] = run()
             finally:
                 t.stop()
             if c in ("ftrace", "perf"):
                 row["extra"][c] = t.result
-            if c == "stackmapd":
-                row["extra"]["stackmapd"]["stat"] = t.stat
-            row["ops_per_s"][c] = ops
         base = row["ops_per_s"]["untraced"]
         row["ratio"] = {c: row["ops_per_s"][c] / base for c in configs}
         rounds.append(row)
@@ -451,9 +526,10 @@ def bench_throughput(a, bins):
           if r["extra"]["ftrace"]["bytes_per_event"] is not None]
     pf = [r["extra"]["perf"]["bytes_per_event"] for r in rounds]
     res["transport"] = {
-        "stackmapd": {"computed": 16, "measured": summary([x["ring_bytes_per_event"] for x in sm]),
-                      "note": "8-byte record header + 4-byte id, 8-byte aligned; measured as the "
-                              "ring's producer position delta / program runs"},
+        "stackmapd": {"measured": summary([x["ring_bytes_per_event"] for x in sm]),
+                      "source": sm[0]["ring_bytes_source"] if sm else None,
+                      "note": "stack_map_stat ring_bytes / events, or the ring's producer "
+                              "position delta / program runs where the daemon has no ring_bytes"},
         "ftrace": {"measured": summary(ft), "event_only": f.result["bytes_per_event"],
                    "stack_part": statistics.median(ft) - f.result["bytes_per_event"]
                    if ft and f.result["bytes_per_event"] is not None else None,
@@ -473,6 +549,42 @@ def bench_throughput(a, bins):
     return res
 
 
+RING_CONFIGS = (("by", "`--by pid,cgroup,source`", ["--by", "pid,cgroup,source"]),
+                ("trace", "`--trace` (a record per event)", ["--trace", "/dev/null"]),
+                ("default", "default keys", []))
+RING_WORKLOADS = (("alloc_loop", "bench workload (alloc_loop)", 0),
+                  ("mixed", f"mixed (alloc_loop --mix {MIX_PROCS})", MIX_PROCS))
+
+
+def bench_ring(a, bins):
+    """Ring-buffer bytes per event of each daemon configuration on the bench
+    workload and on the mixed one, one daemon at a time."""
+    rounds = []
+    combos = list(itertools.product(RING_CONFIGS, RING_WORKLOADS))
+    if a.smoke:  # two runs: --by on the bench workload, --trace on the mixed one
+        combos = combos[::3]
+    for r in range(a.ring_rounds):
+        for (cname, _, extra), (wname, _, mix) in combos:
+            x = stackmapd_run(Stackmapd(bins["stackmapd"], cname, extra=extra),
+                              lambda: workload(bins["alloc_loop"], a.cpu, a.seconds, mix=mix))
+            rounds.append({"config": cname, "workload": wname, "ops_per_s": x["work"],
+                           **{k: x[k] for k in ("events", "events_per_s", "ring_bytes_per_event",
+                                                "ring_bytes_source", "stat_events")}})
+            log(f"ring {cname} on {wname}: {num(rounds[-1]['ring_bytes_per_event'], 2)} B/event "
+                f"({x['ring_bytes_source']}), {num(x['events_per_s'])} events/s")
+    return {"rounds": rounds, "n_rounds": a.ring_rounds,
+            "source": rounds[0]["ring_bytes_source"] if rounds else None,
+            "bytes_per_event": {c: {w: summary([r["ring_bytes_per_event"] for r in rounds
+                                                if r["config"] == c and r["workload"] == w])
+                                    for w, _, _ in RING_WORKLOADS} for c, _, _ in RING_CONFIGS}}
+
+
+LOAD_EVENTS_PER_S = 500000
+LOAD_CONFIGS = (("default", []), ("by pid,cgroup,source", ["--by", "pid,cgroup,source"]))
+LOAD_FIGURES = ("events_per_s", "daemon_cpu_percent_stat", "daemon_cpu_s_per_million_stat",
+                "daemon_cpu_percent", "vm_rss_kb", "vm_hwm_kb")
+
+
 def bench_daemon(a, bins):
     res = {}
     log("daemon drain rate (synthetic producer replaying real ids)")
@@ -485,22 +597,34 @@ def bench_daemon(a, bins):
         "producer_ns_per_record": summary(out["producer_ns_per_record"]),
         "raw": {k: v for k, v in out.items() if not isinstance(v, list)}}
     log("daemon at ~10 k events/s")
-    t = Stackmapd(bins["stackmapd"])
-    t.start()
-    try:
-        time.sleep(0.2)
-        s0, m0, w0 = prog_stats(), t.mark(), time.time()
-        workload(bins["alloc_loop"], a.cpu, a.low_rate_seconds, rate=3333)
-        s1, m1, w1 = prog_stats(), t.mark(), time.time()
-    finally:
-        t.stop()
-    pid = t.prog_ids[0]
+    x = stackmapd_run(Stackmapd(bins["stackmapd"]),
+                      lambda: workload(bins["alloc_loop"], a.cpu, a.low_rate_seconds, rate=3333))
     res["at_10k_events_per_s"] = {
-        "events_per_s": (s1[pid][1] - s0[pid][1]) / (w1 - w0),
-        "cpu_percent": (m1["cpu"] - m0["cpu"]) / (w1 - w0) * 100,
-        "seconds": w1 - w0,
+        "events_per_s": x["events_per_s"], "cpu_percent": x["daemon_cpu_percent"],
+        "seconds": x["seconds"],
         "note": "daemon on-CPU time from /proc/PID/task/*/schedstat; events are all "
                 "kmem_cache_alloc events system-wide, not only the paced workload's"}
+    # Both CPUs producing: one paced alloc_loop per CPU, ~3 events per op.
+    cpus = list(range(os.cpu_count()))
+    rate = LOAD_EVENTS_PER_S / 3 / len(cpus)
+    res["load"] = {"target_events_per_s": LOAD_EVENTS_PER_S, "cpus": cpus, "rounds": [],
+                   "note": "daemon CPU from /proc/PID/stat utime+stime (1/CLK_TCK s) over "
+                           "the window, schedstat alongside; VmRSS/VmHWM at the window's end, "
+                           "--bits 14; the daemon is pinned to CPU "
+                           f"{TRACER_CPU[0]}, which also runs a workload instance"}
+    for r in range(a.load_rounds):
+        for name, extra in LOAD_CONFIGS[:1] if a.smoke else LOAD_CONFIGS:
+            log(f"daemon at ~{LOAD_EVENTS_PER_S // 1000} k events/s on CPUs {cpus}: {name}")
+            x = stackmapd_run(Stackmapd(bins["stackmapd"], name, extra=extra), lambda: workload(
+                bins["alloc_loop"], None, a.load_seconds, rate=rate, cpus=cpus))
+            x.pop("stat")
+            res["load"]["rounds"].append(dict(x, config=name))
+            log("  %s events/s, daemon %s %% CPU (stat), %s s per million events, VmHWM %s kB" % (
+                num(x["events_per_s"]), num(x["daemon_cpu_percent_stat"], 2),
+                num(x["daemon_cpu_s_per_million_stat"], 4), x["vm_hwm_kb"]))
+    res["load"]["summary"] = {name: {k: summary([x[k] for x in res["load"]["rounds"]
+                                                 if x["config"] == name]) for k in LOAD_FIGURES}
+                              for name, _ in LOAD_CONFIGS}
     res["rss"] = []
     for n, bits in a.rss_sizes:
         log(f"daemon RSS at {n} unique stacks (--bits {bits})")
@@ -508,22 +632,6 @@ def bench_daemon(a, bins):
                              "--depth", "8", "--cpu", str(a.daemon_cpu)]))
         res["rss"].append(out)
     return res
-
-
-def read_counters(prog_id):
-    """Sums stackmapd's per-CPU counters map (BTF-formatted by bpftool)."""
-    info = json.loads(sh(["bpftool", "-j", "prog", "show", "id", str(prog_id)]))
-    for mid in info.get("map_ids", []):
-        m = json.loads(sh(["bpftool", "-j", "map", "show", "id", str(mid)]))
-        if m.get("name") == "counters":
-            dump = json.loads(sh(["bpftool", "-j", "map", "dump", "id", str(mid)]))
-            tot = None
-            for e in dump:
-                for v in e.get("formatted", e)["values"]:
-                    vals = v["value"]["v"]
-                    tot = vals if tot is None else [x + y for x, y in zip(tot, vals)]
-            return tot
-    return None
 
 
 def filler(seconds):
@@ -599,46 +707,47 @@ COMPARE_FIGURES = (("ns_per_event", "in-kernel ns/event (bpf_stats run_time_ns /
                    ("ring_bytes_per_event", "ring-buffer bytes per event", 1))
 
 
+def ab_pairs(n, order, ratio, run, keys, what):
+    """n rounds of one stackmapd session per name of `order` (A B A B ...; run(name)
+    -> stackmapd_run's figures); per pair the ratio ratio[0] / ratio[1] of each of
+    `keys`; returns the pairs and, per key, each name's summary and the ratio's."""
+    num_, den = ratio
+    pairs = []
+    for r in range(n):
+        pair = {}
+        for name in order:
+            x = run(name)
+            pair[name] = dict({k: x.get(k) for k in keys + ["events", "stat_events"]},
+                              ops_per_s=x["work"])
+        pair["ratio"] = {k: pair[num_][k] / pair[den][k] if pair[num_][k] and pair[den][k]
+                         else None for k in keys}
+        pairs.append(pair)
+        log("%s pair %d: ns/event %s %s, %s %s (ratio %s); ops/s ratio %s" % (
+            what, r + 1, num_, num(pair[num_]["ns_per_event"]), den, num(pair[den]["ns_per_event"]),
+            num(pair["ratio"]["ns_per_event"], 3), num(pair["ratio"]["ops_per_s"], 3)))
+    res = {"pairs": pairs}
+    for k in keys:
+        res[k] = {name: summary([p[name][k] for p in pairs]) for name in order}
+        res[k]["ratio"] = summary([p["ratio"][k] for p in pairs])
+    return res
+
+
 def bench_compare(a, bins):
     """This build (A) against --baseline-stackmapd (B): one daemon at a time on the
     same tracepoint under the same pinned workload, in the order A B A B ...;
     per pair, the ratio A / B of each figure (< 1: this build costs less)."""
-    builds = (("current", bins["stackmapd"], a.current_args.split()),
-              ("baseline", bins["baseline_stackmapd"], a.baseline_args.split()))
-    pairs = []
-    for r in range(a.compare_rounds):
-        pair = {}
-        for name, binary, extra in builds:
-            t = Stackmapd(binary, name, extra=extra)
-            t.start()
-            try:
-                time.sleep(0.2)
-                s0, m0 = prog_stats(), t.mark()
-                ops = workload(bins["alloc_loop"], a.cpu, a.seconds)
-                s1, m1 = prog_stats(), t.mark()
-            finally:
-                t.stop()
-            pid = t.prog_ids[0]
-            dt, dn = s1[pid][0] - s0[pid][0], s1[pid][1] - s0[pid][1]
-            pair[name] = {
-                "ns_per_event": dt / dn if dn else None, "events": dn, "ops_per_s": ops,
-                "daemon_cpu_s_per_million": (m1["cpu"] - m0["cpu"]) / dn * 1e6 if dn else None,
-                "ring_bytes_per_event": (m1["pos"] - m0["pos"]) / dn
-                if dn and m0["pos"] is not None else None,
-                "stat_events": t.stat.get("events")}
-        pair["ratio"] = {k: pair["current"][k] / pair["baseline"][k]
-                         if pair["current"][k] and pair["baseline"][k] else None
-                         for k, _, _ in COMPARE_FIGURES}
-        pairs.append(pair)
-        log("compare pair %d: ns/event this %s, baseline %s (ratio %s); ops/s ratio %s" % (
-            r + 1, num(pair["current"]["ns_per_event"]), num(pair["baseline"]["ns_per_event"]),
-            num(pair["ratio"]["ns_per_event"], 3), num(pair["ratio"]["ops_per_s"], 3)))
+    builds = {"current": (bins["stackmapd"], a.current_args.split()),
+              "baseline": (bins["baseline_stackmapd"], a.baseline_args.split())}
+
+    def run(name):
+        binary, extra = builds[name]
+        return stackmapd_run(Stackmapd(binary, name, extra=extra),
+                             lambda: workload(bins["alloc_loop"], a.cpu, a.seconds))
     res = {"order": "A B A B ... (A = this build, B = baseline), one daemon at a time",
            "current": bins["stackmapd"], "baseline": bins["baseline_stackmapd"],
-           "current_args": a.current_args, "baseline_args": a.baseline_args, "pairs": pairs}
-    for k, _, _ in COMPARE_FIGURES:
-        res[k] = {n: summary([p[n][k] for p in pairs]) for n in ("current", "baseline")}
-        res[k]["ratio"] = summary([p["ratio"][k] for p in pairs])
+           "current_args": a.current_args, "baseline_args": a.baseline_args}
+    res.update(ab_pairs(a.compare_rounds, list(builds), ("current", "baseline"), run,
+                        [k for k, _, _ in COMPARE_FIGURES], "compare"))
     return res
 
 
@@ -657,36 +766,15 @@ def bench_offcpu(a, bins):
     (A) and `--offcpu` (B), one daemon at a time, A B A B ..., under a pipe ping-pong
     on the workload CPU; in-kernel ns per sched_switch and the ping-pong's ops/s."""
     loops = 20000 if a.smoke else 200000
-    modes = (("plain", [], ["sched:sched_switch"]), ("offcpu", ["--offcpu"], []))
-    pairs = []
-    for r in range(1 if a.smoke else a.compare_rounds):
-        pair = {}
-        for name, extra, events in modes:
-            t = Stackmapd(bins["stackmapd"], name, events=events, extra=extra)
-            t.start()
-            try:
-                time.sleep(0.2)
-                s0 = prog_stats()
-                ops = pipe_workload(a.cpu, loops)
-                s1 = prog_stats()
-            finally:
-                t.stop()
-            pid = t.prog_ids[0]
-            dt, dn = s1[pid][0] - s0[pid][0], s1[pid][1] - s0[pid][1]
-            pair[name] = {"ns_per_event": dt / dn if dn else None, "events": dn,
-                          "ops_per_s": ops, "stat_events": t.stat.get("events")}
-        pair["ratio"] = {k: pair["offcpu"][k] / pair["plain"][k]
-                         if pair["offcpu"][k] and pair["plain"][k] else None
-                         for k in ("ns_per_event", "ops_per_s")}
-        pairs.append(pair)
-        log("offcpu pair %d: ns/sched_switch plain %s, --offcpu %s (ratio %s); ops/s ratio %s" % (
-            r + 1, num(pair["plain"]["ns_per_event"]), num(pair["offcpu"]["ns_per_event"]),
-            num(pair["ratio"]["ns_per_event"], 3), num(pair["ratio"]["ops_per_s"], 3)))
-    res = {"order": "A B A B ... (A = -e sched:sched_switch, B = --offcpu), one daemon at a time",
-           "pairs": pairs}
-    for k in ("ns_per_event", "ops_per_s"):
-        res[k] = {n: summary([p[n][k] for p in pairs]) for n in ("plain", "offcpu")}
-        res[k]["ratio"] = summary([p["ratio"][k] for p in pairs])
+    modes = {"plain": ([], ["sched:sched_switch"]), "offcpu": (["--offcpu"], [])}
+
+    def run(name):
+        extra, events = modes[name]
+        return stackmapd_run(Stackmapd(bins["stackmapd"], name, events=events, extra=extra),
+                             lambda: pipe_workload(a.cpu, loops))
+    res = {"order": "A B A B ... (A = -e sched:sched_switch, B = --offcpu), one daemon at a time"}
+    res.update(ab_pairs(1 if a.smoke else a.compare_rounds, list(modes), ("offcpu", "plain"), run,
+                        ["ns_per_event", "ops_per_s"], "offcpu"))
     return res
 
 
@@ -722,6 +810,73 @@ def fmt(s, unit="", digits=0):
     return (f"{f.format(s['median'])}{unit} ({f.format(s['min'])}–{f.format(s['max'])})")
 
 
+def scaled(s, f):
+    """A summary with f applied to its median, min and max (None stays None)."""
+    return {k: f(s[k]) for k in ("median", "min", "max")} if s else None
+
+
+def table(L, title, head, rows):
+    """Appends a titled markdown table (rows: lists of cells) to L."""
+    L += [title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    L += ["| " + " | ".join(r) + " |" for r in rows] + [""]
+
+
+def ab_rows(res, a, b, figures):
+    """Rows [label, A, B, ratio] of an A-against-B result (figures: (key, label, digits))."""
+    return [[label, fmt(res[k][a], "", digits), fmt(res[k][b], "", digits),
+             fmt(res[k]["ratio"], "×", 3)] for k, label, digits in figures]
+
+
+RING_SOURCE = {"stack_map_stat": "stack_map_stat `ring_bytes` / `events_total`, whole session",
+               "producer position": "the ring's producer position / program runs (this daemon "
+                                    "writes no `ring_bytes`)"}
+RING_GOALS = {("by", "alloc_loop"): "≤ 5 B (stretch ≤ 1 B on repetitive phases)",
+              ("trace", "alloc_loop"): "≤ 16 B beyond the event's own fields"}
+
+
+def issue14_rows(res):
+    """The figures issue 14's goals name, one row each: [figure, value, goal]."""
+    rows = []
+    ring = res.get("ring")
+    if ring:
+        for (c, clabel, _), (w, wlabel, _) in itertools.product(RING_CONFIGS[:2], RING_WORKLOADS):
+            rows.append([f"ring bytes/event, {clabel}, {wlabel}",
+                         fmt(ring["bytes_per_event"][c][w], " B", 2),
+                         RING_GOALS.get((c, w), "reported")])
+    ns = res.get("ns_per_event")
+    if ns:
+        bal = ns["balanced"]
+        rows += [["in-kernel ns/event, stackmapd / bpftrace `@[kstack]=count()`, order-balanced",
+                  fmt(bal["stackmapd/bpftrace"], "×", 3), "≤ 1.00× (stretch 0.97×)"],
+                 ["in-kernel ns/event, bare `bpf_get_stack` / bpftrace, order-balanced",
+                  fmt(bal["bare_get_stack/bpftrace"], "×", 3), "reference"],
+                 ["stackmapd's own work on top of bare `bpf_get_stack` (order-balanced ratio − 1)",
+                  fmt(scaled(bal["stackmapd/bare_get_stack"], lambda r: (r - 1) * 100), " %", 1),
+                  "≤ 3 %"]]
+    tp = res.get("throughput")
+    if tp:
+        rows += [[f"workload throughput (untraced = 1), {label}", fmt(tp["ratio"][k], "", 3),
+                  "≥ bpftrace's and ftrace's" if k == "stackmapd" else "reference"]
+                 for k, label in THROUGHPUT_TRACERS]
+    load = (res.get("daemon") or {}).get("load")
+    for name, _ in LOAD_CONFIGS if load else ():
+        x = load["summary"][name]
+        rows += [[f"daemon CPU ({name}), /proc/PID/stat, at {fmt(x['events_per_s'])} events/s, "
+                  f"CPUs {','.join(map(str, load['cpus']))} producing",
+                  fmt(x["daemon_cpu_percent_stat"], " %", 2) + " = " +
+                  fmt(x["daemon_cpu_s_per_million_stat"], " s", 4) + " per million events",
+                  f"≤ 0.3 % at {LOAD_EVENTS_PER_S // 1000} k events/s"],
+                 [f"daemon VmRSS / VmHWM ({name}, --bits 14, under that load)",
+                  fmt(scaled(x["vm_rss_kb"], lambda v: v / 1024), " MB", 1) + " / " +
+                  fmt(scaled(x["vm_hwm_kb"], lambda v: v / 1024), " MB", 1), "≤ 24 MB"]]
+    return rows
+
+
+THROUGHPUT_TRACERS = (("stackmapd", "stackmapd"), ("bpftrace", "bpftrace `@[kstack]=count()`"),
+                      ("ftrace", "ftrace event + `options/stacktrace`"),
+                      ("perf", "`perf record -g -C N`"))
+
+
 def markdown(res):
     m = res["meta"]
     L = []
@@ -730,97 +885,102 @@ def markdown(res):
              f"{' (SMOKE: seconds per section, figures mean nothing)' if m.get('smoke') else ''}; workload on CPU "
              f"{m['workload_cpu']}, {m['seconds']} s per measurement. Medians (min–max).")
     L.append("")
+    rows = issue14_rows(res)
+    if rows:
+        table(L, "**Issue 14's figures, this run** (each from its section below; the goal column "
+                 "is the issue's, for reading, not a verdict)", ["figure", "value", "issue 14 goal"],
+              rows)
     ns = res.get("ns_per_event")
     if ns:
         n_rounds = len(ns["rounds"])
         n_orders = len({tuple(r["order"]) for r in ns["rounds"]})
-        L.append(f"**In-kernel ns/event** (`kmem:kmem_cache_alloc`, all three attached at once, "
-                 f"{n_rounds} rounds over {'all 6' if n_orders == 6 else n_orders} attach orders)")
-        L.append("")
-        L.append("| program | ns/event | ratio to bpftrace (same round) | ns when attached 1st / 2nd / 3rd |")
-        L.append("|---|---|---|---|")
-        for n in ("stackmapd", "bpftrace", "bare_get_stack"):
-            pos = " / ".join(fmt(ns["by_position"][n][p]) if ns["by_position"][n][p] else "n/a"
-                             for p in ("1", "2", "3"))
-            L.append(f"| {n} | {fmt(ns['programs'][n])} | {fmt(ns['ratio_to_bpftrace'][n], '×', 3)} | {pos} |")
-        L.append("")
+        rows = [[n, fmt(ns["programs"][n]), fmt(ns["ratio_to_bpftrace"][n], "×", 3),
+                 " / ".join(fmt(ns["by_position"][n][p]) for p in ("1", "2", "3"))]
+                for n in ("stackmapd", "bpftrace", "bare_get_stack")]
+        table(L, f"**In-kernel ns/event** (`{EVENT}`, all three attached at once, {n_rounds} rounds "
+                 f"over {'all 6' if n_orders == 6 else n_orders} attach orders, each order next to "
+                 "its reverse)",
+              ["program", "ns/event", "ratio to bpftrace (same round)",
+               "ns when attached 1st / 2nd / 3rd"], rows)
+        table(L, "Order-balanced: per mirror pair of rounds (an order and its reverse), the "
+                 "geometric mean of the two same-round ratios",
+              ["ratio", "value"], [[k.replace("/", " / "), fmt(v, "×", 3)]
+                                   for k, v in ns["balanced"].items()])
     tp = res.get("throughput")
     if tp:
-        L.append(f"**Workload throughput** (untraced = 1; untraced {fmt(tp['untraced_ops_per_s'])} "
-                 f"ops/s, ~3 events/op; {len(tp['rounds'])} interleaved rounds) and "
-                 "**transport bytes/event**")
-        L.append("")
-        L.append("| tracer | throughput ratio | bytes/event |")
-        L.append("|---|---|---|")
         t = tp["transport"]
-        L.append(f"| stackmapd | {fmt(tp['ratio']['stackmapd'], '', 3)} | "
-                 f"{fmt(t['stackmapd']['measured'], ' B', 1)} ring buffer (computed 16 B) |")
-        L.append(f"| bpftrace `@[kstack]=count()` | {fmt(tp['ratio']['bpftrace'], '', 3)} | "
-                 "— (aggregates in the kernel, no per-event record) |")
-        L.append(f"| ftrace event + `options/stacktrace` | {fmt(tp['ratio']['ftrace'], '', 3)} | "
-                 f"{fmt(t['ftrace']['measured'], ' B', 1)} ({num(t['ftrace']['stack_part'], 1)} B of it "
-                 f"the stack; event alone {num(t['ftrace']['event_only'], 1)} B) |")
-        L.append(f"| `perf record -g -C N` | {fmt(tp['ratio']['perf'], '', 3)} | "
-                 f"{fmt(t['perf']['measured'], ' B', 1)} perf.data per sample |")
-        L.append("")
+        notes = {"stackmapd": f"{fmt(t['stackmapd']['measured'], ' B', 1)} ring buffer "
+                              f"({RING_SOURCE.get(t['stackmapd']['source'], 'n/a')})",
+                 "bpftrace": "— (aggregates in the kernel, no per-event record)",
+                 "ftrace": f"{fmt(t['ftrace']['measured'], ' B', 1)} ({num(t['ftrace']['stack_part'], 1)} "
+                           f"B of it the stack; event alone {num(t['ftrace']['event_only'], 1)} B)",
+                 "perf": f"{fmt(t['perf']['measured'], ' B', 1)} perf.data per sample"}
+        table(L, f"**Workload throughput** (untraced = 1; untraced {fmt(tp['untraced_ops_per_s'])} "
+                 f"ops/s, ~3 events/op; {len(tp['rounds'])} interleaved rounds) and "
+                 "**transport bytes/event**", ["tracer", "throughput ratio", "bytes/event"],
+              [[label, fmt(tp["ratio"][k], "", 3), notes[k]] for k, label in THROUGHPUT_TRACERS])
+    ring = res.get("ring")
+    if ring:
+        table(L, f"**stackmapd ring bytes per event** (`{EVENT}`, one daemon at a time, "
+                 f"rounds: {ring['n_rounds']}; "
+                 f"{RING_SOURCE.get(ring['source'], 'n/a')}; headers included)",
+              ["daemon"] + [label for _, label, _ in RING_WORKLOADS],
+              [[clabel] + [fmt(ring["bytes_per_event"][c][w], " B", 2) for w, _, _ in RING_WORKLOADS]
+               for c, clabel, _ in RING_CONFIGS])
     d = res.get("daemon")
     if d:
         dr = d["drain"]
-        L.append("**Daemon** (consumer pinned to one core)")
-        L.append("")
-        L.append("| figure | value |")
-        L.append("|---|---|")
-        L.append(f"| drain rate, synthetic producer replaying real ids | "
-                 f"{fmt({k: (v / 1e6 if isinstance(v, float) else v) for k, v in dr['ids_per_cpu_s'].items() if k != 'values'}, ' M ids/s', 1)} |")
-        L.append(f"| daemon CPU per million ids (drain only) | {fmt(dr['cpu_s_per_million'], ' s', 4)} |")
+        rows = [["drain rate, synthetic producer replaying real ids",
+                 fmt(scaled(dr["ids_per_cpu_s"], lambda v: v / 1e6), " M ids/s", 1)],
+                ["daemon CPU per million ids (drain only)", fmt(dr["cpu_s_per_million"], " s", 4)]]
         dl = tp["daemon_under_load"] if tp else None
         if dl:
-            L.append(f"| daemon CPU per million events, real session under the workload "
-                     f"({fmt(dl['events_per_s'])} events/s) | {fmt(dl['cpu_s_per_million'], ' s', 4)} "
-                     f"= {fmt(dl['cpu_percent'], ' %', 2)} CPU |")
+            rows.append([f"daemon CPU per million events, real session under the workload "
+                         f"({fmt(dl['events_per_s'])} events/s)",
+                         f"{fmt(dl['cpu_s_per_million'], ' s', 4)} = {fmt(dl['cpu_percent'], ' %', 2)} CPU"])
         lo = d["at_10k_events_per_s"]
-        L.append(f"| daemon CPU at {lo['events_per_s']:.0f} events/s ({lo['seconds']:.0f} s) | "
-                 f"{lo['cpu_percent']:.2f} % |")
-        L.append(f"| ring bytes per record (producer position) | {fmt(dr['ring_bytes_per_record'], ' B', 1)} |")
-        for r in d["rss"]:
-            L.append(f"| RSS at {r['store_stacks']} unique stacks (--bits {r['bits']}, depth "
-                     f"{r['depth']}) | {r['rss_kb'] / 1024:.1f} MB: anon (StackStore, heap) "
-                     f"{r['rss_anon_kb'] / 1024:.1f} MB + mapped BPF maps "
-                     f"{r['rss_file_kb'] / 1024:.1f} MB; kernel memlock slots+pool+ring "
-                     f"{(r['memlock_slots'] + r['memlock_pool'] + r['memlock_ring']) / 2**20:.1f} MB |")
-        L.append("")
+        rows.append([f"daemon CPU at {lo['events_per_s']:.0f} events/s ({lo['seconds']:.0f} s)",
+                     f"{lo['cpu_percent']:.2f} %"])
+        load = d.get("load")
+        for name, _ in LOAD_CONFIGS if load else ():
+            x = load["summary"][name]
+            rows.append([f"daemon ({name}) with CPUs {','.join(map(str, load['cpus']))} producing, "
+                         f"{fmt(x['events_per_s'])} events/s (target {LOAD_EVENTS_PER_S}): CPU from "
+                         "/proc/PID/stat; schedstat",
+                         f"{fmt(x['daemon_cpu_percent_stat'], ' %', 2)} "
+                         f"({fmt(x['daemon_cpu_s_per_million_stat'], ' s', 4)} per million events); "
+                         f"{fmt(x['daemon_cpu_percent'], ' %', 2)}; VmRSS "
+                         f"{fmt(scaled(x['vm_rss_kb'], lambda v: v / 1024), ' MB', 1)}, VmHWM "
+                         f"{fmt(scaled(x['vm_hwm_kb'], lambda v: v / 1024), ' MB', 1)}"])
+        rows.append(["ring bytes per record (producer position)",
+                     fmt(dr["ring_bytes_per_record"], " B", 1)])
+        rows += [[f"RSS at {r['store_stacks']} unique stacks (--bits {r['bits']}, depth {r['depth']})",
+                  f"{r['rss_kb'] / 1024:.1f} MB: anon (StackStore, heap) {r['rss_anon_kb'] / 1024:.1f} "
+                  f"MB + mapped BPF maps {r['rss_file_kb'] / 1024:.1f} MB; kernel memlock "
+                  f"slots+pool+ring {(r['memlock_slots'] + r['memlock_pool'] + r['memlock_ring']) / 2**20:.1f} MB"]
+                 for r in d["rss"]]
+        table(L, "**Daemon** (consumer pinned to one core)", ["figure", "value"], rows)
     px = res.get("pool_exhausted")
     if px:
-        L.append(f"**After the element pool is exhausted** (`--bits 10` filled by a filler, next "
+        table(L, f"**After the element pool is exhausted** (`--bits 10` filled by a filler, next "
                  f"to `--bits 14`, both on {len(px['events'])} busy tracepoints, same events, "
-                 f"{len(px['rounds'])} order-alternated rounds)")
-        L.append("")
-        L.append("| window | --bits 10, pool full: ns/event | --bits 14: ns/event | ratio |")
-        L.append("|---|---|---|---|")
-        for win, lab in (("filler", "filler (shell commands: new stacks keep coming)"),
-                         ("alloc_loop", "alloc_loop (the pinned workload)")):
-            w = px[win]
-            L.append(f"| {lab} | {fmt(w['bits10_exhausted'])} | {fmt(w['bits14'])} | "
-                     f"{fmt(w['ratio'], '×', 3)} |")
-        share = px["bits10_pool_full_drop_share"]
-        L.append("")
+                 f"{len(px['rounds'])} order-alternated rounds)",
+              ["window", "--bits 10, pool full: ns/event", "--bits 14: ns/event", "ratio"],
+              ab_rows(px, "bits10_exhausted", "bits14",
+                      (("filler", "filler (shell commands: new stacks keep coming)", 0),
+                       ("alloc_loop", "alloc_loop (the pinned workload)", 0))))
         L.append(f"The --bits 10 daemon dropped "
-                 f"{fmt({k: v * 100 for k, v in share.items() if k != 'values'} if share else None, ' %', 1)}"
+                 f"{fmt(scaled(px['bits10_pool_full_drop_share'], lambda v: v * 100), ' %', 1)}"
                  " of its events as `drop_pool_full` over each whole session (its stack_map_stat).")
         L.append("")
     o = res.get("offcpu")
     if o:
-        L.append(f"**--offcpu next to plain counting** (`-e sched:sched_switch` against "
+        table(L, f"**--offcpu next to plain counting** (`-e sched:sched_switch` against "
                  f"`--offcpu`, one daemon at a time under `perf bench sched pipe` on CPU "
-                 f"{res['meta']['workload_cpu']}, {len(o['pairs'])} pairs A B A B ...)")
-        L.append("")
-        L.append("| figure | plain | --offcpu | ratio --offcpu / plain |")
-        L.append("|---|---|---|---|")
-        for k, label, digits in (("ns_per_event", "in-kernel ns per sched_switch", 0),
-                                 ("ops_per_s", "ping-pong ops/s", 0)):
-            L.append(f"| {label} | {fmt(o[k]['plain'], '', digits)} | "
-                     f"{fmt(o[k]['offcpu'], '', digits)} | {fmt(o[k]['ratio'], '×', 3)} |")
-        L.append("")
+                 f"{res['meta']['workload_cpu']}, {len(o['pairs'])} pairs A B A B ...)",
+              ["figure", "plain", "--offcpu", "ratio --offcpu / plain"],
+              ab_rows(o, "plain", "offcpu", (("ns_per_event", "in-kernel ns per sched_switch", 0),
+                                             ("ops_per_s", "ping-pong ops/s", 0))))
     c = res.get("compare")
     if c:
         base = res["meta"].get("baseline", {})
@@ -830,16 +990,11 @@ def markdown(res):
         args = "".join(f"; {who} with `{c.get(k)}`" for who, k in
                        (("this build", "current_args"), ("the baseline", "baseline_args"))
                        if c.get(k))
-        L.append(f"**This build against the baseline** (`{c['baseline']}`{obj}{args}; one daemon "
+        table(L, f"**This build against the baseline** (`{c['baseline']}`{obj}{args}; one daemon "
                  f"at a time on `{EVENT}`, {len(c['pairs'])} pairs in the order A B A B ..., ratio "
-                 "per pair; below 1 = this build costs less)")
-        L.append("")
-        L.append("| figure | this build | baseline | ratio this / baseline |")
-        L.append("|---|---|---|---|")
-        for k, label, digits in COMPARE_FIGURES:
-            L.append(f"| {label} | {fmt(c[k]['current'], '', digits)} | {fmt(c[k]['baseline'], '', digits)} "
-                     f"| {fmt(c[k]['ratio'], '×', 3)} |")
-        L.append("")
+                 "per pair; below 1 = this build costs less)",
+              ["figure", "this build", "baseline", "ratio this / baseline"],
+              ab_rows(c, "current", "baseline", COMPARE_FIGURES))
     return "\n".join(L)
 
 
@@ -848,7 +1003,7 @@ def chart(res, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 3, figsize=(17, 9.5))
+    fig, axes = plt.subplots(3, 3, figsize=(17, 14))
     fig.suptitle(f"stackmapd benchmarks — {res['meta']['date']}, kernel {res['meta']['kernel']}"
                  f"{' (quick)' if res['meta']['quick'] else ''}  ·  bars: median, whiskers: min–max",
                  fontsize=13)
@@ -874,6 +1029,28 @@ def chart(res, path):
         ax.margins(y=0.25)
         ax.grid(axis="y", alpha=0.3)
 
+    def grouped(ax, groups, series, title, ylabel, fmtstr):
+        """Bars per group (x) and series (colour); series: [(label, colour, [summary per group])]."""
+        import numpy as np
+        x, width = np.arange(len(groups)), 0.8 / len(series)
+        for j, (lab, col, sums) in enumerate(series):
+            med = [v["median"] if v else 0 for v in sums]
+            err = [[v["median"] - v["min"] if v else 0 for v in sums],
+                   [v["max"] - v["median"] if v else 0 for v in sums]]
+            b = ax.bar(x + (j - (len(series) - 1) / 2) * width, med, width, yerr=err, capsize=4,
+                       color=col, label=lab)
+            for rect, v in zip(b, sums):
+                ax.annotate(fmtstr.format(v["median"]) if v else "n/a",
+                            (rect.get_x() + rect.get_width() / 2, v["max"] if v else 0),
+                            xytext=(0, 3), textcoords="offset points", ha="center", fontsize=10)
+        ax.set_xticks(x)
+        ax.set_xticklabels(groups)
+        ax.set_title(title, fontsize=11)
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=9, loc="upper right")
+        ax.margins(y=0.3)
+        ax.grid(axis="y", alpha=0.3)
+
     ns = res.get("ns_per_event")
     ax = axes[0][0]
     if ns:
@@ -896,7 +1073,7 @@ def chart(res, path):
         bars(ax, ["stackmapd\nring buffer", "ftrace\nevent+stack", "perf.data\nper sample"],
              [t[k]["measured"] for k in keys], keys,
              "Transport bytes per event (lower is better)", "bytes / event", "{:.1f} B",
-             ["4-byte id", f"{num(t['ftrace']['stack_part'])} B stack", ""])
+             [t["stackmapd"].get("source") or "", f"{num(t['ftrace']['stack_part'])} B stack", ""])
         ax.text(0.98, 0.97, "bpftrace: aggregates in kernel,\nno per-event record",
                 transform=ax.transAxes, ha="right", va="top", fontsize=9, color="#555")
     d = res.get("daemon")
@@ -936,31 +1113,47 @@ def chart(res, path):
         ax.text(0.02, 0.95, "\n".join(lines), va="top", fontsize=12, family="monospace",
                 transform=ax.transAxes)
     px = res.get("pool_exhausted")
-    ax = axes[1][1]
     if px:
-        import numpy as np
-        x = np.arange(2)
         wins = ["filler", "alloc_loop"]
-        for j, (k, lab, col) in enumerate((("bits14", "--bits 14 (room)", "#9cc3e0"),
-                                           ("bits10_exhausted", "--bits 10 (pool full)", "#2a7ab0"))):
-            s = [px[w][k] for w in wins]
-            med = [v["median"] for v in s]
-            err = [[v["median"] - v["min"] for v in s], [v["max"] - v["median"] for v in s]]
-            b = ax.bar(x + (j - 0.5) * 0.38, med, 0.38, yerr=err, capsize=4, color=col, label=lab)
-            for rect, v, sv in zip(b, med, s):
-                ax.annotate(f"{v:.0f}", (rect.get_x() + rect.get_width() / 2, sv["max"]),
-                            xytext=(0, 3), textcoords="offset points", ha="center", fontsize=10)
-        ax.set_xticks(x)
+        grouped(axes[1][1], ["filler\n(new stacks keep coming)", "alloc_loop\n(pinned workload)"],
+                [(lab, col, [px[w][k] for w in wins]) for k, lab, col in (
+                    ("bits14", "--bits 14 (room)", "#9cc3e0"),
+                    ("bits10_exhausted", "--bits 10 (pool full)", "#2a7ab0"))],
+                "Cost per event with the element pool exhausted", "ns / event", "{:.0f}")
         share = px["bits10_pool_full_drop_share"]
-        ax.set_xticklabels(["filler\n(new stacks keep coming)", "alloc_loop\n(pinned workload)"])
         if share:
-            ax.text(0.02, 0.97, f"--bits 10: {share['median'] * 100:.1f}% of events\ndropped pool_full",
-                    transform=ax.transAxes, va="top", fontsize=9, color="#333")
-        ax.set_ylabel("ns / event")
-        ax.set_title("Cost per event with the element pool exhausted", fontsize=11)
-        ax.legend(fontsize=9, loc="upper right")
-        ax.margins(y=0.3)
-        ax.grid(axis="y", alpha=0.3)
+            axes[1][1].text(0.02, 0.97, f"--bits 10: {share['median'] * 100:.1f}% of events\n"
+                            "dropped pool_full", transform=axes[1][1].transAxes, va="top",
+                            fontsize=9, color="#333")
+    if ns:
+        keys = list(ns["balanced"])
+        bars(axes[2][0], [k.replace("_get_stack", "").replace("/", " /\n") for k in keys],
+             [ns["balanced"][k] for k in keys], [k.split("/")[0] for k in keys],
+             "In-kernel ns/event ratios, order-balanced\n(geometric mean of an attach order and "
+             "its reverse)", "ratio", "{:.3f}×",
+             [f"own work {((ns['balanced'][k] or {}).get('median', 1) - 1) * 100:+.1f} %"
+              if k == "stackmapd/bare_get_stack" else "" for k in keys])
+        axes[2][0].axhline(1.0, color="#444", lw=1, ls="--")
+    ring = res.get("ring")
+    if ring:
+        grouped(axes[2][1], [label.replace(" (", "\n(") for _, label, _ in RING_WORKLOADS],
+                [(clabel.replace("`", ""), col, [ring["bytes_per_event"][c][w]
+                                                 for w, _, _ in RING_WORKLOADS])
+                 for (c, clabel, _), col in zip(RING_CONFIGS, ("#2a7ab0", "#9cc3e0", "#cccccc"))],
+                "stackmapd ring bytes per event (lower is better)", "bytes / event", "{:.1f}")
+    load = (d or {}).get("load")
+    if load:
+        sm = load["summary"]
+        bars(axes[2][2], [n.replace(" ", "\n", 1) for n, _ in LOAD_CONFIGS],
+             [sm[n]["daemon_cpu_percent_stat"] for n, _ in LOAD_CONFIGS], ["stackmapd"] * len(sm),
+             f"Daemon CPU, CPUs {','.join(map(str, load['cpus']))} producing "
+             "(/proc/PID/stat)", "% of one CPU", "{:.2f} %",
+             [f"{num((sm[n]['events_per_s'] or {}).get('median'))} events/s\nVmHWM "
+              f"{num((sm[n]['vm_hwm_kb'] or {}).get('median', 0) / 1024, 1)} MB"
+              for n, _ in LOAD_CONFIGS])
+    for ax in axes.flat:  # a section left out (--only) leaves no empty frame
+        if not ax.has_data() and not ax.texts:
+            ax.axis("off")
     fig.tight_layout(rect=(0, 0, 1, 0.96))
     fig.savefig(path, dpi=90)
 
@@ -986,7 +1179,7 @@ def update_benchmarks_md(md, a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="fewer, shorter rounds (< 3 min)")
+    mode.add_argument("--quick", action="store_true", help="fewer, shorter rounds (~4 min)")
     mode.add_argument("--smoke", action="store_true",
                       help="every section once, for seconds (CI): proves the suite runs, "
                            "judges no figure; fails only if a section crashes")
@@ -996,7 +1189,7 @@ def main():
                     help="where latest.{json,md,png} go (default bench/results; with --smoke "
                          "a temporary directory)")
     ap.add_argument("--only", default=None,
-                    help="comma-separated sections: ns,throughput,daemon,pool,offcpu,compare (default: "
+                    help="comma-separated sections: ns,throughput,ring,daemon,pool,offcpu,compare (default: "
                          "all; compare only with --baseline-stackmapd)")
     ap.add_argument("--baseline-stackmapd", metavar="BINARY",
                     help="another stackmapd build to compare this one with (section compare), "
@@ -1020,21 +1213,24 @@ def main():
     if a.smoke:
         a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 0.3, 1, 1, 2
         a.px_rounds, a.fill_seconds, a.low_rate_seconds = 1, 0.5, 0.5
-        a.ns_orders, a.rss_sizes, cmp_rounds = 1, ((1024, 10), (16384, 14)), 1
+        a.ns_orders, a.rss_sizes, cmp_rounds = 2, ((1024, 10), (16384, 14)), 1
+        a.ring_rounds, a.load_rounds, a.load_seconds = 1, 1, 0.3
         STOP_TIMEOUT[0] = 10
     elif a.quick:
         a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 1.0, 1, 3, 5
         a.px_rounds, a.fill_seconds, a.low_rate_seconds, cmp_rounds = 2, 2.0, 3.0, 4
+        a.ring_rounds, a.load_rounds, a.load_seconds = 1, 1, 3.0
     else:
         a.seconds, a.ns_rounds, a.tp_rounds, a.drain_rounds = 2.0, 2, 6, 10
         a.px_rounds, a.fill_seconds, a.low_rate_seconds, cmp_rounds = 4, 3.0, 10.0, 8
+        a.ring_rounds, a.load_rounds, a.load_seconds = 3, 2, 15.0
     if a.compare_rounds is None:
         a.compare_rounds = cmp_rounds
     if a.out is None:
         a.out = (tempfile.mkdtemp(prefix="stackmapd-bench-smoke-") if a.smoke
                  else os.path.join(HERE, "results"))
     if a.only is None:
-        a.only = "ns,throughput,daemon,pool,offcpu" + (",compare" if a.baseline_stackmapd else "")
+        a.only = "ns,throughput,ring,daemon,pool,offcpu" + (",compare" if a.baseline_stackmapd else "")
     b = a.build_dir
     bins = {"stackmapd": f"{b}/stackmapd", "alloc_loop": f"{b}/bench/alloc_loop",
             "bare_stack": f"{b}/bench/bare_stack", "drain_bench": f"{b}/bench/drain_bench"}
@@ -1080,6 +1276,7 @@ def main():
     sections = a.only.split(",")
     known = {"ns": ("in-kernel ns/event", "ns_per_event", bench_ns_per_event),
              "throughput": ("throughput and transport", "throughput", bench_throughput),
+             "ring": ("ring bytes per event by configuration and workload", "ring", bench_ring),
              "daemon": ("daemon", "daemon", bench_daemon),
              "pool": ("pool exhausted", "pool_exhausted", bench_pool_exhausted),
              "offcpu": ("--offcpu next to plain counting", "offcpu", bench_offcpu),

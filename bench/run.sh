@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark suite in one command (BENCHMARKS.md), as root on Debian 12:
-#   sudo bench/run.sh            full suite (< 10 min)
-#   sudo bench/run.sh --quick    fewer, shorter rounds (< 3 min)
-#   sudo bench/run.sh --smoke    every section once, seconds each (CI, < 1 min):
+#   sudo bench/run.sh            full suite (~12 min on 2 cores)
+#   sudo bench/run.sh --quick    fewer, shorter rounds (~4 min)
+#   sudo bench/run.sh --smoke    every section once, seconds each (CI, ~30 s):
 #                                fails only if a section crashes, never on a figure
 #   sudo bench/run.sh --baseline-stackmapd OLD/stackmapd [--baseline-bpf-obj OLD/stackmapd.bpf.o]
 #                                adds the section "compare": this build against OLD, A B A B

@@ -5,7 +5,8 @@
  * (bpf_map__reuse_fd before load):
  *  - replay: submits `replay_count` ids, cycling through `replay_ids`, which
  *    the host fills with ids already in the table (from a real event burst),
- *    exactly as stackmapd.bpf.c submits them (4-byte record, no wakeup);
+ *    as stackmapd.bpf.c's batches submit them (a count record of one event,
+ *    no wakeup);
  *  - insert_synthetic: stores one new, distinct synthetic stack per run in the
  *    daemon's lock-free table through the same find-or-insert code
  *    (include/stackmapd/stack_table.h) and submits its id, so the daemon
@@ -98,8 +99,9 @@ static __always_inline struct smt_shared *daemon_shared(void)
 
 static __u32 replay_epoch;
 
-/* One event of one process and source, weight 1, as a batch entry of
- * stackmapd.bpf.c sends it; its seq names no batch the daemon follows. */
+/* One event of one process and source, weight 1, in a count record as a
+ * stackmapd.bpf.c batch sends it. Its seq names a batch no CPU has, so the
+ * consumer's per-batch ordering (for snapshots) leaves it alone. */
 static __always_inline void fill_record(struct smt_count_record *rec, __u32 id, __u32 epoch)
 {
 	rec->event.stack_id = id;
@@ -112,7 +114,7 @@ static __always_inline void fill_record(struct smt_count_record *rec, __u32 id, 
 	rec->event.source = 0;
 	rec->event.cpu = 0;
 	rec->count = 1;
-	rec->seq = 0xffffffffU;
+	rec->seq = 0xffffffff;
 }
 
 static long replay_cb(__u32 i, void *ctx)
