@@ -130,6 +130,15 @@ TableStats BpfSession::stats_of(uint32_t parity) const {
 
 TableStats BpfSession::stats() const { return stats_of(epoch() & 1); }
 
+std::vector<std::pair<std::string, int>> BpfSession::programs() const {
+  std::vector<std::pair<std::string, int>> out;
+  for (auto [role, fd] :
+       {std::pair{"tracepoint", object_.tracepoint_prog()},
+        std::pair{"profile", object_.profile_prog()}, std::pair{"offcpu", object_.offcpu_prog()}})
+    if (fd >= 0) out.emplace_back(role, fd);
+  return out;
+}
+
 Snapshot BpfSession::snapshot() const {
   Snapshot snap;
   snap.bits = bits();
