@@ -49,7 +49,8 @@ write_conf "127.0.0.1:$P_HTTP"
 "$BIN" daemon --config "$conf" --export-dir "$run" --pin-dir "" 2> "$tmp/daemon.err" &
 pid=$!
 for _ in $(seq 100); do
-  [ "$(code "$url/metrics")" = 200 ] && break
+  kill -0 "$pid" 2> /dev/null || break
+  [ "$(code --max-time 1 "$url/metrics")" = 200 ] && break
   sleep 0.1
 done
 check "the daemon serves /metrics on 127.0.0.1:$P_HTTP" '[ "$(code "$url/metrics")" = 200 ]'
@@ -233,10 +234,10 @@ pid=
 check "the daemon stops cleanly (exit $rc)" '[ "$rc" -eq 0 ]'
 check "and removes its HTTP socket" '[ ! -e "$run/http.sock" ]'
 # A port that is taken: the daemon does not start, and says so in one line.
-"$PY" -c 'import socket,time; s=socket.socket(); s.bind(("127.0.0.1", '$P_HTTP')); s.listen(); time.sleep(20)' &
+"$PY" -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", '$P_HTTP')); s.listen(); time.sleep(20)' &
 holder=$!
 sleep 0.3
-expect_error "another program listens there" "$BIN" daemon --export-dir "$run" --pin-dir "" \
+expect_error "another program listens there" timeout 20 "$BIN" daemon --export-dir "$run" --pin-dir "" \
   --config /dev/null -e kmem:kmem_cache_alloc --listen "127.0.0.1:$P_HTTP"
 kill "$holder"
 
