@@ -99,6 +99,8 @@ done
 check "node-exporter reads the textfile: node_textfile_scrape_error 0" \
   'grep -q "^node_textfile_scrape_error 0" "$tmp/node.txt"'
 check "node-exporter exports stackmapd_events_total from it" 'grep -q "^stackmapd_events_total [1-9]" "$tmp/node.txt"'
+# A family named like node-exporter's own (process_*) would be dropped with this in its log.
+check "node-exporter gathered every family without error" '! grep -q "error gathering metrics" "$tmp/node.log"'
 
 # A real Prometheus scrapes the daemon; the series comes back through its API.
 cat > "$tmp/prometheus.yml" << YML

@@ -35,7 +35,7 @@ struct MetricsInput {
   bool bpf_stats_enabled = false;  // kernel.bpf_stats_enabled: programs' run time is counted
   std::vector<ProgramStats> programs;
   // None in the textfile: node-exporter exports its own process_* series,
-  // and a textfile repeating their names fails its collector.
+  // and drops a textfile's family of the same name (an error in its log).
   std::optional<ProcessStats> process;
 };
 
