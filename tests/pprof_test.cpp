@@ -26,10 +26,10 @@ TEST(ProtoWriterTest, WritesTheWireFormat) {
   w.bytes(2, "testing");
   w.packed_varints(4, {3, 270});
   w.packed_varints(5, {});
-  EXPECT_EQ(w.data(), std::string("\x08\x96\x01\x12\x07testing\x22\x03\x03\x8e\x02", 15));
+  EXPECT_EQ(w.data(), std::string("\x08\x96\x01\x12\x07testing\x22\x03\x03\x8e\x02", 17));
   ProtoWriter outer;
   outer.message(3, w);
-  EXPECT_EQ(outer.data(), "\x1a\x0f" + w.data());
+  EXPECT_EQ(outer.data(), "\x1a\x11" + w.data());
   ProtoWriter big;
   big.varint(1, UINT64_MAX);
   EXPECT_EQ(big.size(), 11u);  // 1 tag byte + 10 varint bytes
