@@ -68,8 +68,7 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt) {
       args.verify || !args.by.empty() || !args.sum.empty() || args.offcpu)
     throw Error(
         "-f, --profile, --trace, --perfetto, --verify, --by, --sum and --offcpu need the BPF "
-        "backend: drop "
-        "them for --backend tracefs");
+        "backend: drop them for --backend tracefs");
   if (args.bits != SMT_DEFAULT_BITS)
     spdlog::warn(
         "--bits does not apply to the tracefs backend: the kernel's table size is set "

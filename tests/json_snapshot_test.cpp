@@ -61,9 +61,9 @@ TEST(JsonSnapshotTest, FunctionsComeFromTheSymbols) {
 TEST(JsonSnapshotTest, BrokenFilesNameTheField) {
   EXPECT_THROW(read_json_export("{", "t.json"), Error);
   EXPECT_THROW(read_json_export(R"({"stacks": [{"stack_id": 1}]})", "t.json"), Error);
-  EXPECT_THROW(read_json_export(R"({"stacks": [{"stack_id": 1, "ref_count": 1, "ips": [7]}]})",
-                                "t.json"),
-               Error);
+  EXPECT_THROW(
+      read_json_export(R"({"stacks": [{"stack_id": 1, "ref_count": 1, "ips": [7]}]})", "t.json"),
+      Error);
   try {
     read_json_export(R"({"stacks": [{"stack_id": 1, "ref_count": -1, "ips": []}]})", "t.json");
     FAIL() << "no error";
