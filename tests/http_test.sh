@@ -6,7 +6,8 @@
 # back through its API; node-exporter's textfile collector reads the
 # textfile without error; headless Chromium loads the live page and its DOM
 # shows the counters and the top stack's kernel function (a screenshot is
-# kept in ARTIFACTS). Then what must fail does: POST, an oversized head, a
+# kept in ARTIFACTS); go's pprof reads the delta profile of
+# /debug/pprof/stackmapd?seconds=2 and names the top kernel function. Then what must fail does: POST, an oversized head, a
 # body, a client that never ends its head, one that never reads, more
 # connections than the cap; a bad listen address on reload keeps the old one.
 #   http_test.sh STACKMAPD ARTIFACTS_DIR [PYTHON]
@@ -37,12 +38,14 @@ ctl() { timeout 10 "$BIN" --socket "$run/control.sock" ctl "$@" 2>&1; }
 get() { curl -sS --max-time 10 "$@"; }
 code() { curl -s -o /dev/null --max-time 10 -w '%{http_code}' "$@"; }
 
-for tool in promtool prometheus prometheus-node-exporter chromium curl; do
+PPROF=/usr/lib/go-1.19/pkg/tool/linux_amd64/pprof
+export PPROF_TMPDIR=$tmp
+for tool in promtool prometheus prometheus-node-exporter chromium curl "$PPROF"; do
   check "$tool is installed (scripts/deps.sh)" 'command -v "$tool" > /dev/null'
 done
 
 write_conf() {  # write_conf LISTEN
-  printf 'snapshot-interval = 1\nevent = ["kmem:kmem_cache_alloc"]\nby = "comm"\nlisten = "%s"\nmetrics-textfile = "%s"\n' \
+  printf 'snapshot-interval = 2\nevent = ["kmem:kmem_cache_alloc"]\nby = "comm,pid"\nlisten = "%s"\nmetrics-textfile = "%s"\n' \
     "$1" "$textdir/stackmapd.prom" > "$conf"
 }
 write_conf "127.0.0.1:$P_HTTP"
@@ -55,7 +58,7 @@ for _ in $(seq 100); do
 done
 check "the daemon serves /metrics on 127.0.0.1:$P_HTTP" '[ "$(code "$url/metrics")" = 200 ]'
 check "it says where in its log" 'grep -q "HTTP endpoints on 127.0.0.1:$P_HTTP" "$tmp/daemon.err"'
-sleep 2  # a few snapshots: events, stacks, the textfile
+sleep 3  # a few snapshots: events, stacks, the textfile
 
 # /metrics: the text format as promtool reads it, with the series we promise.
 get "$url/metrics" > "$tmp/metrics.txt"
@@ -123,14 +126,43 @@ for _ in $(seq 60); do
   sleep 0.5
 done
 check "Prometheus scraped stackmapd_events_total from the daemon (value $value)" '[ "${value:-0}" -gt 0 ] 2> /dev/null'
-health=$(get "http://127.0.0.1:$P_PROM/api/v1/targets" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["data"]["activeTargets"][0]["health"])' 2> /dev/null)
-check "its target is up (health $health)" '[ "$health" = up ]'
+up=$(get -G "http://127.0.0.1:$P_PROM/api/v1/query" --data-urlencode 'query=max_over_time(up{job="stackmapd"}[1m])' |
+  "$PY" -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2> /dev/null)
+check "its scrapes succeeded: up was 1 (max_over_time $up)" '[ "$up" = 1 ]'
 
 # /stack_map.json: the JSON export, current, without raw addresses over TCP.
 get "$url/stack_map.json" > "$tmp/live.json"
 check "/stack_map.json is the JSON export with stacks" \
   '"$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"stacks\"] and d[\"stats\"][\"events\"] > 0" "$tmp/live.json"'
 check "over TCP it holds no raw address" '! grep -qE "\"ips\"|\"0x[0-9a-f]{8,}" "$tmp/live.json"'
+
+# The delta profile: it takes the seconds asked, go's pprof accepts it, and
+# its samples are the events of those seconds, not of the whole session.
+start=$(date +%s.%N)
+get -o "$tmp/p.pb.gz" -w '%{http_code} %{content_type}' "$url/debug/pprof/stackmapd?seconds=2" > "$tmp/p.code"
+took=$(echo "$(date +%s.%N) - $start" | bc)
+check "the profile endpoint answers 200 with a body ($(cat "$tmp/p.code"))" '[ "$(cut -d" " -f1 "$tmp/p.code")" = 200 ] && [ -s "$tmp/p.pb.gz" ]'
+check "it took the 2 seconds asked (took $took s)" '[ "$(echo "$took >= 2 && $took < 8" | bc)" = 1 ]'
+check "pprof -raw accepts it (pprof's own checks)" '"$PPROF" -raw "$tmp/p.pb.gz" > "$tmp/p.raw" 2> "$tmp/p.err"'
+"$PPROF" -top -nodecount=5 "$tmp/p.pb.gz" > "$tmp/p.top" 2> /dev/null
+check "pprof -top names a kmem_cache_alloc function first" \
+  'awk "/flat%/ {getline; print \$NF; exit}" "$tmp/p.top" | grep -q "^kmem_cache_alloc"'
+total=$(awk '/^Samples:/ {s = 1; next} /^Locations/ {s = 0} s && /^ *[0-9]+: / {sub(/:.*/, ""); t += $1} END {print t + 0}' "$tmp/p.raw")
+session=$(get "$url/stack_map.json" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["stats"]["hits"])')
+check "its samples are the 2 seconds' events: 0 < $total < the session's $session" '[ "$total" -gt 0 ] && [ "$total" -lt "$session" ]'
+check "its labels leave out pid and tid: comm only" '! grep -qE "pid:|tid:" "$tmp/p.raw" && grep -q "comm:" "$tmp/p.raw"'
+check "seconds=0 gets 400" '[ "$(code "$url/debug/pprof/stackmapd?seconds=0")" = 400 ]'
+check "seconds=301 gets 400" '[ "$(code "$url/debug/pprof/stackmapd?seconds=301")" = 400 ]'
+par=()
+for i in 1 2 3 4 5; do
+  code "$url/debug/pprof/stackmapd?seconds=4" > "$tmp/par.$i" &
+  par+=($!)
+done
+sleep 1.5  # their first snapshots taken: now they wait on timers
+check "while profiles record, /metrics answers" '[ "$(code --max-time 2 "$url/metrics")" = 200 ]'
+wait "${par[@]}"
+codes=$(for f in "$tmp"/par.*; do cat "$f"; echo; done | sort | tr "\n" " ")
+check "a 5th profile at once gets 429 ($codes)" '[ "$codes" = "200 200 200 200 429 " ]'
 
 # The live page in headless Chromium, as the browser built its DOM.
 chrome() {  # chrome ARGS... URL
@@ -152,7 +184,7 @@ check "its function is innermost in one of the export's 3 heaviest stacks" \
   '"$PY" -c "import json,sys; s=sorted(json.load(open(sys.argv[1]))[\"stacks\"], key=lambda x: -x[\"ref_count\"])[:3]; sys.exit(0 if any(x[\"symbols\"][0].startswith(sys.argv[2] + \"+\") for x in s) else 1)" "$tmp/after.json" "$top_fn"'
 check "the DOM shows the counters" \
   'grep -qE "<th>entries</th><td>[1-9][0-9]* / 16384</td>" "$tmp/dom.html" && grep -qE "<th>hits</th><td>[1-9]" "$tmp/dom.html"'
-check "the DOM shows the breakdown by comm" 'grep -q "<ul class=\"keys\"><li>" "$tmp/dom.html"'
+check "the DOM shows the breakdown by comm and pid" 'grep -q "<ul class=\"keys\"><li>" "$tmp/dom.html"'
 check "the page embeds the flame graph" 'grep -q "<object id=\"flamegraph\" type=\"image/svg+xml\" data=\"data:image/svg+xml;base64," "$tmp/dom.html"'
 check "the page loads nothing from elsewhere" '! grep -qE "(src|href)=\"(https?:)?//" "$tmp/dom.html"'
 check "the page reloads itself" 'get "$url/" | grep -q "<meta http-equiv=\"refresh\" content=\"2\">"'

@@ -3,10 +3,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "daemon/bpf/bpf_session.h"
 #include "daemon/export/exports.h"
+#include "daemon/export/pprof.h"
 #include "daemon/http/page.h"
 
 namespace stackmapd {
@@ -39,16 +44,36 @@ http::Response ok(std::string content_type, std::string body) {
   return r;
 }
 
+int64_t realtime_nanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The snapshot's keys less pid and tid: one series per process in a fleet's
+// store would be too many.
+std::vector<KeyField> fleet_keys(const KeySpec& keys) {
+  std::vector<KeyField> out;
+  for (KeyField f : keys.fields)
+    if (f != KeyField::pid && f != KeyField::tid) out.push_back(f);
+  return out;
+}
+
 }  // namespace
 
 HttpEndpoints::HttpEndpoints(EventLoop& loop, const http::ListenAddress& address, gid_t group,
                              Source source, http::Server::Limits limits)
-    : source_(std::move(source)),
+    : loop_(loop),
+      source_(std::move(source)),
       addresses_(address.is_unix()),
       server_(
           loop, address, group,
           [this](const http::Request& req, http::Server::Respond respond) { handle(req, respond); },
           limits) {}
+
+HttpEndpoints::~HttpEndpoints() {
+  for (const auto& [key, timer] : profiles_) loop_.cancel(timer);
+}
 
 void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond& respond) {
   try {
@@ -61,6 +86,7 @@ void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond
       std::string json = format_json(source_.snapshot(), source_.symbols());
       return respond(ok("application/json", addresses_ ? json : without_addresses(json)));
     }
+    if (req.path == "/debug/pprof/stackmapd") return profile(req, respond);
     if (req.path == "/") {
       http::PageOptions opt;
       opt.host = host_name();
@@ -72,10 +98,50 @@ void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond
                         http::render_page(source_.snapshot(), source_.symbols(), opt)));
     }
     respond(http::error_response(
-        404, "no such endpoint " + req.path + ": try /, /metrics or /stack_map.json"));
+        404, "no such endpoint " + req.path +
+                 ": try /, /metrics, /stack_map.json or /debug/pprof/stackmapd"));
   } catch (const std::exception& e) {
     respond(http::error_response(500, e.what()));
   }
+}
+
+// One timer per request on the loop, at most kMaxProfiles at once.
+void HttpEndpoints::profile(const http::Request& req, const http::Server::Respond& respond) {
+  long seconds = kDefaultProfileSeconds;
+  if (auto s = http::query_param(req.query, "seconds")) {
+    char* end = nullptr;
+    seconds = std::strtol(s->c_str(), &end, 10);
+    if (s->empty() || *end != '\0' || seconds < 1 || seconds > kMaxProfileSeconds)
+      return respond(http::error_response(400, "seconds=" + *s + " is out of range: ask for 1 to " +
+                                                   std::to_string(kMaxProfileSeconds) +
+                                                   " seconds"));
+  }
+  if (profiles_.size() >= kMaxProfiles)
+    return respond(http::error_response(
+        429, std::to_string(kMaxProfiles) +
+                 " profiles are being recorded already: try again when one is done"));
+  auto before = std::make_shared<Snapshot>(source_.snapshot());
+  const int64_t start = realtime_nanos();
+  const uint64_t key = next_profile_++;
+  profiles_[key] = loop_.at(EventLoop::Clock::now() + std::chrono::seconds(seconds),
+                            [this, key, before, start, seconds, respond] {
+                              profiles_.erase(key);
+                              try {
+                                PprofOptions opt;
+                                opt.time_nanos = start;
+                                opt.duration_nanos = seconds * 1000000000LL;
+                                opt.label_keys = fleet_keys(before->keys);
+                                http::Response r;
+                                r.content_type = "application/octet-stream";
+                                r.headers.emplace_back("Content-Disposition",
+                                                       "attachment; filename=\"profile.pb.gz\"");
+                                r.body = encode_pprof(delta_snapshot(*before, source_.snapshot()),
+                                                      kallsyms_namer(source_.symbols()), opt);
+                                respond(r);
+                              } catch (const std::exception& e) {
+                                respond(http::error_response(500, e.what()));
+                              }
+                            });
 }
 
 http::MetricsInput collect_metrics(const BpfSession& session, uint64_t ring_size_bytes) {
