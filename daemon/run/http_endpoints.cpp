@@ -90,7 +90,7 @@ void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond
     if (req.path == "/") {
       http::PageOptions opt;
       opt.host = host_name();
-      opt.refresh_seconds = source_.refresh_seconds;
+      opt.refresh_seconds = source_.refresh_seconds();
       if (auto r = http::query_param(req.query, "refresh"))
         opt.refresh_seconds = std::atoi(r->c_str());
       opt.addresses = addresses_;

@@ -38,7 +38,7 @@ class HttpEndpoints {
     std::function<Snapshot()> snapshot;  // the table now, drained, with kernel info
     std::function<http::MetricsInput()> metrics;
     std::function<const Kallsyms*()> symbols;
-    int refresh_seconds = 5;  // of the live page
+    std::function<int()> refresh_seconds;  // of the live page
   };
 
   // Listens on `address` (throws Error); a unix socket gets `group`.

@@ -126,7 +126,10 @@ std::unique_ptr<HttpEndpoints> Service::open_http(const DaemonConfig& c) {
     return collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
   };
   source.symbols = [this] { return symbols(); };
-  source.refresh_seconds = std::max(2, static_cast<int>(c.snapshot_interval));
+  // Read at each request: a reload may change the interval and keep the listener.
+  source.refresh_seconds = [this] {
+    return std::max(2, static_cast<int>(config_.snapshot_interval));
+  };
   auto endpoints = std::make_unique<HttpEndpoints>(loop_, address, c.group_id(), source);
   if (!address.loopback())
     spdlog::warn("HTTP on {} is not loopback: whoever reaches it reads the kernel's stacks",
