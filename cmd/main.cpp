@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <iostream>
 
 #include "daemon/bpf/pinning.h"
@@ -15,6 +16,7 @@
 #include "daemon/export/decode.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/flamegraph.h"
+#include "daemon/export/pprof.h"
 #include "daemon/run/config.h"
 #include "daemon/run/control.h"
 #include "daemon/run/options.h"
@@ -34,6 +36,8 @@ struct TraceArgs : SessionOptions {
   std::string trace;
   std::string folded;
   std::string svg;
+  std::string pprof;
+  std::string perfetto;
   std::optional<double> duration;
   std::string output;
   std::optional<size_t> top;
@@ -60,11 +64,11 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt) {
     }
   }
   if (!tracefs) return trace(opt);
-  if (!args.functions.empty() || args.profile_hz || !args.trace.empty() || args.verify ||
-      !args.by.empty() || !args.sum.empty() || args.offcpu)
+  if (!args.functions.empty() || args.profile_hz || !args.trace.empty() || !args.perfetto.empty() ||
+      args.verify || !args.by.empty() || !args.sum.empty() || args.offcpu)
     throw Error(
-        "-f, --profile, --trace, --verify, --by, --sum and --offcpu need the BPF backend: drop "
-        "them for --backend tracefs");
+        "-f, --profile, --trace, --perfetto, --verify, --by, --sum and --offcpu need the BPF "
+        "backend: drop them for --backend tracefs");
   if (args.bits != SMT_DEFAULT_BITS)
     spdlog::warn(
         "--bits does not apply to the tracefs backend: the kernel's table size is set "
@@ -76,7 +80,7 @@ int run_trace(const TraceArgs& args) {
   // `--top N` alone asks the running daemon, like `stackmapd ctl top N`.
   if (args.top && args.events.empty() && args.functions.empty() && !args.profile_hz &&
       args.by.empty() && args.sum.empty() && !args.offcpu && args.output.empty() &&
-      !args.duration && args.trace.empty()) {
+      !args.duration && args.trace.empty() && args.perfetto.empty() && args.pprof.empty()) {
     if (auto reply = control_request(args.socket, "top " + std::to_string(*args.top))) {
       std::cout << *reply;
       return 0;
@@ -88,14 +92,18 @@ int run_trace(const TraceArgs& args) {
     opt.session.events.push_back({"kmem", "kmem_cache_alloc"});
   opt.function_patterns = args.functions;
   opt.trace_path = args.trace;
+  opt.perfetto_path = args.perfetto;
   check_writable_parent(args.folded, "--folded");
   check_writable_parent(args.svg, "--svg");
+  check_writable_parent(args.pprof, "--pprof");
   if (args.duration && *args.duration <= 0) throw Error("--duration must be more than 0 seconds");
   opt.duration_s = args.duration;
   if (!opt.duration_s && args.top) opt.duration_s = 5.0;
   if (!args.output.empty()) prepare_output_dir(args.output);
 
+  const auto started = std::chrono::system_clock::now();
   Snapshot snap = run_backend(args, opt);
+  const auto ended = std::chrono::system_clock::now();
   std::optional<Kallsyms> ksyms = load_host_symbols();
   const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
   snap.kernel = KernelInfo::probe_lowering_kptr_restrict(ks);
@@ -114,8 +122,16 @@ int run_trace(const TraceArgs& args) {
     if (title.empty()) title = "kmem:kmem_cache_alloc";
     write_flame_outputs(flame_stacks(snap, ks), args.folded, args.svg, title, std::cout);
   }
+  if (!args.pprof.empty()) {
+    PprofOptions p;
+    p.profile_hz = args.profile_hz;
+    p.time_nanos = std::chrono::nanoseconds(started.time_since_epoch()).count();
+    p.duration_nanos = std::chrono::nanoseconds(ended - started).count();
+    write_pprof(args.pprof, snap, kallsyms_namer(ks), p);
+    spdlog::info("wrote the pprof profile to {} (go tool pprof -top {})", args.pprof, args.pprof);
+  }
   if (args.top) std::cout << format_top(snap, *args.top, ks);
-  else if (args.output.empty() && args.folded != "-")
+  else if (args.output.empty() && args.folded != "-" && args.pprof.empty())
     std::cout << format_stack_map(snap.stacks, ks);
   const TableStats& st = snap.stats;
   spdlog::info("{} events, {} unique stacks, {} dropped{}{}", st.events(), st.entries, st.drops(),
@@ -157,10 +173,14 @@ int main(int argc, char** argv) {
   app.add_option(
       "--trace", trace_args.trace,
       "Write every event as an ftrace-style line with its <stack_id N> to FILE ('-': stdout)");
+  app.add_option("--perfetto", trace_args.perfetto,
+                 "Write every event with its stack as a Perfetto trace to FILE (ui.perfetto.dev)");
   app.add_option(
       "--folded", trace_args.folded,
       "At the end, write the stacks in the collapsed flame-graph format to FILE ('-': stdout)");
   app.add_option("--svg", trace_args.svg, "At the end, write an SVG flame graph to FILE");
+  app.add_option("--pprof", trace_args.pprof,
+                 "At the end, write a gzipped pprof profile to FILE (go tool pprof, Pyroscope)");
   app.add_option("--duration", trace_args.duration,
                  "Seconds to trace (default: 5 with --top, else until SIGINT/SIGTERM)");
   app.add_option("--output", trace_args.output,
@@ -184,6 +204,9 @@ int main(int argc, char** argv) {
       "Write the collapsed flame-graph format to FILE ('-': stdout); FILE may also be "
       "a stack_map.json export");
   decode->add_option("--svg", decode_args.svg, "Write an SVG flame graph to FILE");
+  decode->add_option(
+      "--pprof", decode_args.pprof,
+      "Write a gzipped pprof profile to FILE (with --by's labels from a JSON export)");
   decode->add_option("--top", decode_args.top,
                      "Only the N stacks with the highest ref_count (0: all, in file order)");
   decode->add_option("--kallsyms", decode_args.symbols.kallsyms,

@@ -196,13 +196,13 @@ TEST_F(Decode, SlideDropsModuleSymbols) {
   EXPECT_EQ(slid.format(0xffffffffc0a0215c), "0xffffffffc0a0215c");  // ext4 moved on its own
 }
 
-TEST_F(Decode, JsonExportGivesFoldedOnly) {
+TEST_F(Decode, JsonExportGivesFlameGraphsAndPprofOnly) {
   DecodeOptions o;
   o.file = dir_ + "/stack_map.json";
   write(o.file, R"({"stacks": [{"ref_count": 7, "symbols": ["leaf+0x1/0x2", "root+0x3/0x4"]}]})");
   EXPECT_EQ(error_of(o), o.file +
-                             " is a JSON export: decode reads it for --folded and --svg only; "
-                             "for text, decode its stack_map_bin");
+                             " is a JSON export: decode reads it for --folded, --svg and --pprof "
+                             "only; for text, decode its stack_map_bin");
   o.folded = dir_ + "/out.folded";
   o.svg = dir_ + "/out.svg";
   EXPECT_EQ(decode_to_string(o), "");

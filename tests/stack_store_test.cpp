@@ -42,6 +42,19 @@ TEST(StackStore, CountsKnownIdsAndAsksForNewOnes) {
   EXPECT_EQ(s.keys(), kPidComm) << "keyed by pid and comm by default";
 }
 
+TEST(StackStore, CountsEventsPerSourceWhateverTheKeysAndAcrossClear) {
+  StackStore s(64);  // keyed by pid and comm: source is not a key
+  EventKey a = key_of(1), b = key_of(1);
+  b.source = 2;
+  s.insert(40, {1}, a, 1);
+  s.count(40, b, 1);
+  s.count(40, b, 1);
+  EXPECT_EQ(s.source_events(), (std::vector<uint64_t>{1, 0, 2}));
+  s.clear();
+  s.insert(40, {1}, a, 1);
+  EXPECT_EQ(s.source_events(), (std::vector<uint64_t>{2, 0, 2})) << "they only grow";
+}
+
 TEST(StackStore, RejectsOutOfRangeAndDuplicateIds) {
   StackStore s(8);
   EXPECT_FALSE(s.count(8, {}, 1));

@@ -156,6 +156,15 @@ TableStats BpfSession::stats_of(const std::vector<smt_cpu_counters>& counters,
 
 TableStats BpfSession::stats() const { return stats_of(batches_.counters(), epoch() & 1); }
 
+std::vector<std::pair<std::string, int>> BpfSession::programs() const {
+  std::vector<std::pair<std::string, int>> out;
+  for (auto [role, fd] :
+       {std::pair{"tracepoint", object_.tracepoint_prog()},
+        std::pair{"profile", object_.profile_prog()}, std::pair{"offcpu", object_.offcpu_prog()}})
+    if (fd >= 0) out.emplace_back(role, fd);
+  return out;
+}
+
 Snapshot BpfSession::snapshot() {
   // The exact cut (ring_consumer.h): the batches as copied, and every record
   // they had sent by then, nothing after.

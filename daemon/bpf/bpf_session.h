@@ -113,6 +113,13 @@ class BpfSession {
   int ring_fd() const { return object_.ids_fd(); }
   // Readable when the ring buffer has woken its consumer, for poll().
   int wakeup_fd() const { return consumer_.wakeup_fd(); }
+  // Bytes submitted to the ring buffer and not consumed yet (its fill).
+  uint64_t ring_pending_bytes() const {
+    return consumer_.producer_pos() - consumer_.consumer_pos();
+  }
+  // The loaded programs by role ("tracepoint", "offcpu", "profile"), for
+  // their run time and count (bpf_prog_info).
+  std::vector<std::pair<std::string, int>> programs() const;
 
   // The table's own view of a stack, for checks: its frames and the
   // ref_count the daemon keeps there. Empty frames when the slot holds no published element.

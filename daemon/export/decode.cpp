@@ -13,6 +13,8 @@
 #include "daemon/export/exports.h"
 #include "daemon/export/flamegraph.h"
 #include "daemon/export/fsmb.h"
+#include "daemon/export/json_snapshot.h"
+#include "daemon/export/pprof.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -28,16 +30,27 @@ bool is_json_export(const std::string& path) {
 void decode(const DecodeOptions& o, std::ostream& out) {
   check_writable_parent(o.folded, "--folded");
   check_writable_parent(o.svg, "--svg");
+  check_writable_parent(o.pprof, "--pprof");
   const std::string title = std::filesystem::path(o.file).filename().string();
   if (is_json_export(o.file)) {
-    if (o.folded.empty() && o.svg.empty())
+    if (o.folded.empty() && o.svg.empty() && o.pprof.empty())
       throw Error(o.file +
-                  " is a JSON export: decode reads it for --folded and --svg only; "
+                  " is a JSON export: decode reads it for --folded, --svg and --pprof only; "
                   "for text, decode its stack_map_bin");
     std::ifstream in(o.file);
     std::stringstream text;
     text << in.rdbuf();
-    write_flame_outputs(stacks_from_json(text.str(), o.file), o.folded, o.svg, title, out);
+    if (!o.folded.empty() || !o.svg.empty())
+      write_flame_outputs(stacks_from_json(text.str(), o.file), o.folded, o.svg, title, out);
+    if (!o.pprof.empty()) {
+      const JsonExport doc = read_json_export(text.str(), o.file);
+      write_pprof(o.pprof, doc.snap,
+                  [&](uint64_t ip) {
+                    auto it = doc.functions.find(ip);
+                    return it == doc.functions.end() ? std::string() : it->second;
+                  },
+                  {});
+    }
     return;
   }
   FsmbFile file = fsmb_read_file(o.file);
@@ -57,7 +70,13 @@ void decode(const DecodeOptions& o, std::ostream& out) {
   }
   if (!o.folded.empty() || !o.svg.empty())
     write_flame_outputs(symbolize_stacks(stacks, ks), o.folded, o.svg, title, out);
-  if (o.folded != "-")
+  // An FSMB file has neither keys nor weights: one sample per stack.
+  if (!o.pprof.empty()) {
+    Snapshot snap;
+    snap.stacks = stacks;
+    write_pprof(o.pprof, snap, kallsyms_namer(ks), {});
+  }
+  if (o.folded != "-" && o.pprof.empty())
     out << (o.json ? format_stacks_json(stacks, ks) : format_stack_map(stacks, ks));
   // Everything the file holds is out (JSON complete): only now the one line and the exit.
   if (!file.damage.empty()) throw Error(file.damage);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 // The exports read back (`stackmapd decode`): an FSMB file (stack_map_bin,
-// ours or the kernel's) printed as stack_map text or JSON, or as flame graphs;
-// a stack_map.json export (symbols already resolved) as flame graphs. Raw
+// ours or the kernel's) printed as stack_map text or JSON, or as flame graphs
+// or pprof; a stack_map.json export (symbols already resolved) as flame graphs
+// or pprof. Raw
 // frames are symbolized offline (daemon/symbols/symbol_sources.h).
 #pragma once
 
@@ -19,6 +20,7 @@ struct DecodeOptions {
   bool json = false;          // --json: format_stacks_json instead of the stack_map text
   std::string folded;         // --folded FILE, "-": to `out` instead of the text
   std::string svg;            // --svg FILE
+  std::string pprof;          // --pprof FILE: labels and weights only from a JSON export
   std::optional<size_t> top;  // only the N stacks with the highest ref_count; 0: all
   OfflineSymbols symbols;     // --kallsyms, --vmlinux, --kernel-info
 };

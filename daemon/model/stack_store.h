@@ -47,6 +47,8 @@ class StackStore {
     uint32_t pos = index_[id] - 1;
     stacks_[pos].ref_count += n;
     stacks_[pos].weight += weight;
+    if (key.source >= source_events_.size()) source_events_.resize(size_t{key.source} + 1);
+    ++source_events_[key.source];
     PairKey k{pos, masked(key)};
     if (!last_ || !(k == last_key_)) look_up(k);
     last_->count += n;
@@ -80,6 +82,9 @@ class StackStore {
   void clear();
   // Fills key_pairs, max_key_pairs and key_overflow.
   void add_counts(TableStats& s) const;
+  // Events counted per source index (whatever the keys), since the store was
+  // made: a clear() keeps them, so they only grow (Prometheus counters).
+  const std::vector<uint64_t>& source_events() const { return source_events_; }
 
  private:
   EventKey masked(const EventKey& k) const {
@@ -99,6 +104,7 @@ class StackStore {
   KeyPairs pairs_;
   StringTable strings_;
   uint64_t key_overflow_ = 0;
+  std::vector<uint64_t> source_events_;
   // The last pair counted; last_ is null after anything that may move counts.
   PairKey last_key_;
   Counts* last_ = nullptr;

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "daemon/export/exports.h"
+#include "daemon/http/listen_address.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -33,6 +34,12 @@ void add_daemon_options(CLI::App& app, DaemonConfig& c) {
                  "Keep each timed snapshot's stack_map_bin in export-dir/history, oldest removed "
                  "beyond this many KiB (0: off)")
       ->capture_default_str();
+  app.add_option("--listen", c.listen,
+                 "Serve /, /metrics and /stack_map.json over HTTP on HOST:PORT (PORT alone: "
+                 "loopback) or unix:/PATH (default: off)");
+  app.add_option("--metrics-textfile", c.metrics_textfile,
+                 "Write the Prometheus metrics to this file at every snapshot, for "
+                 "node-exporter's textfile collector (default: off)");
 }
 
 }  // namespace
@@ -46,6 +53,9 @@ SessionConfig DaemonConfig::session() const {
                 " is out of range: use 0.1 to 86400 seconds");
   if (export_dir.empty() || export_dir[0] != '/')
     throw Error("export-dir '" + export_dir + "' must be an absolute path");
+  if (!listen.empty()) http::ListenAddress::parse(listen);
+  if (!metrics_textfile.empty() && metrics_textfile[0] != '/')
+    throw Error("metrics-textfile '" + metrics_textfile + "' must be an absolute path");
   // A loader's pins outlive the daemon already, and are the loader's to remove.
   s.pin_dir = pinned.empty() ? pin_dir : "";
   group_id();

@@ -33,6 +33,8 @@ struct DaemonConfig : SessionOptions {
   std::string pin_dir = kDefaultPinDir;  // empty: do not pin (the table dies with the daemon)
   bool keep_pins = false;                // keep the table across a clean stop and start
   uint64_t history_max_kb = 0;           // keep past stack_map_bin in export-dir/history; 0 = off
+  std::string listen;                    // HTTP endpoints (daemon/run/http_endpoints.h); empty: off
+  std::string metrics_textfile;          // Prometheus text rewritten at every snapshot; empty: off
   std::string config_path = kDefaultConfig;
 
   // Checks every value; throws Error naming the bad one.

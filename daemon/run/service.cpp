@@ -21,6 +21,7 @@
 #include "daemon/export/history.h"
 #include "daemon/run/control.h"
 #include "daemon/run/event_loop.h"
+#include "daemon/run/http_endpoints.h"
 #include "daemon/run/session_setup.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
@@ -53,7 +54,10 @@ class Service {
  private:
   void open_session();
   void load_symbols();
+  Snapshot current();
   void export_now();
+  std::unique_ptr<HttpEndpoints> open_http(const DaemonConfig& c);
+  void write_metrics_textfile();
   void update_status();
   std::string reset();
   std::string reload();
@@ -72,7 +76,8 @@ class Service {
   EventLoop loop_;  // the service's one loop: ring buffer, control clients, signals, timers
   EventLoop::Id ring_watch_ = 0;
   EventLoop::Id export_timer_ = 0;
-  std::string export_error_;  // the last timed export's failure, said once
+  std::unique_ptr<HttpEndpoints> http_;  // --listen; after loop_, so it goes first
+  std::string export_error_;             // the last timed export's failure, said once
 };
 
 // The first session, at start; reload() hands over to later ones.
@@ -100,11 +105,46 @@ void Service::load_symbols() {
   kernel_ = KernelInfo::probe_lowering_kptr_restrict(symbols());
 }
 
-void Service::export_now() {
+Snapshot Service::current() {
   session_->drain(0);
   Snapshot snap = session_->snapshot();
   snap.kernel = kernel_;
-  write_exports(config_.export_dir, snap, symbols(), config_.group_id());
+  return snap;
+}
+
+void Service::export_now() {
+  write_exports(config_.export_dir, current(), symbols(), config_.group_id());
+}
+
+std::unique_ptr<HttpEndpoints> Service::open_http(const DaemonConfig& c) {
+  if (c.listen.empty()) return nullptr;
+  const http::ListenAddress address = http::ListenAddress::parse(c.listen);
+  HttpEndpoints::Source source;
+  source.snapshot = [this] { return current(); };
+  source.metrics = [this] {
+    session_->drain(0);
+    return collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
+  };
+  source.symbols = [this] { return symbols(); };
+  // Read at each request: a reload may change the interval and keep the listener.
+  source.refresh_seconds = [this] {
+    return std::max(2, static_cast<int>(config_.snapshot_interval));
+  };
+  auto endpoints = std::make_unique<HttpEndpoints>(loop_, address, c.group_id(), source);
+  if (!address.loopback())
+    spdlog::warn("HTTP on {} is not loopback: whoever reaches it reads the kernel's stacks",
+                 endpoints->address().str());
+  spdlog::info("HTTP endpoints on {}", endpoints->address().str());
+  return endpoints;
+}
+
+// Metrics only, no process_* (metrics.h): node-exporter has its own.
+void Service::write_metrics_textfile() {
+  if (config_.metrics_textfile.empty()) return;
+  session_->drain(0);
+  http::MetricsInput in = collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
+  in.process.reset();
+  write_file_atomic(config_.metrics_textfile, http::format_metrics(in), 0644);
 }
 
 void Service::update_status() {
@@ -133,6 +173,9 @@ std::string Service::reload() {
   if (next.export_dir != config_.export_dir)
     spdlog::warn("export-dir changes only on restart: keeping {}", config_.export_dir);
   next.export_dir = config_.export_dir;
+  // Bound before anything changes: an address in use fails the reload alone.
+  const bool new_listen = next.listen != config_.listen;
+  std::unique_ptr<HttpEndpoints> http = new_listen ? open_http(next) : nullptr;
   SessionConfig sc = next.session();
   resolve_session_events(sc, mount_tracefs_events());
   // What the records mean or how they are kept changes only with a new session.
@@ -181,6 +224,7 @@ std::string Service::reload() {
     throw;
   }
   config_ = next;
+  if (new_listen) http_ = std::move(http);
   load_symbols();
   try {
     export_now();
@@ -269,6 +313,7 @@ void Service::after_reload() {
 void Service::export_on_timer() {
   try {
     export_now();
+    write_metrics_textfile();
     if (config_.history_max_kb)
       keep_history(config_.export_dir, config_.history_max_kb * 1024, config_.group_id());
     if (!export_error_.empty()) spdlog::info("exports written again to {}", config_.export_dir);
@@ -294,7 +339,9 @@ void Service::run() {
   load_symbols();
   ControlServer control(loop_, config_.export_dir + "/" + kControlSocket, group,
                         [this](const std::string& line) { return handle(line); });
+  http_ = open_http(config_);
   export_now();
+  write_metrics_textfile();
   sd_notify(0, "READY=1");
   update_status();
   std::string events;

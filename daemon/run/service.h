@@ -9,9 +9,10 @@
  * The service (systemd Type=notify), one thread: the loop watches the ring
  * buffer's wakeup fd (and drains every 100 ms, since the BPF side rarely wakes
  * anyone), the control socket and each of its clients, non-blocking with
- * deadlines (daemon/run/control.h), and SIGTERM/SIGINT (stop), SIGHUP
+ * deadlines (daemon/run/control.h), the HTTP endpoints with --listen
+ * (daemon/run/http_endpoints.h, as non-blocking), and SIGTERM/SIGINT (stop), SIGHUP
  * (reload), SIGUSR1 (reset). Its timers refresh the exports under the runtime
- * directory and ping the watchdog. A reset, reload or export that fails is
+ * directory (and --metrics-textfile) and ping the watchdog. A reset, reload or export that fails is
  * logged in one line and the daemon goes on as it was.
  */
 #pragma once

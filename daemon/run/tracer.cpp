@@ -7,9 +7,11 @@
 #include <optional>
 
 #include "daemon/bpf/preflight.h"
+#include "daemon/export/perfetto_writer.h"
 #include "daemon/export/trace_writer.h"
 #include "daemon/run/foreground.h"
 #include "daemon/run/session_setup.h"
+#include "daemon/symbols/symbol_sources.h"
 
 namespace stackmapd {
 
@@ -48,17 +50,33 @@ Snapshot trace(TraceOptions options) {
   resolve_session_events(options.session, events_dir);
   options.session.functions = resolve_functions(
       options.function_patterns, std::filesystem::path(events_dir).parent_path().string());
-  options.session.trace = !options.trace_path.empty();
+  options.session.trace = !options.trace_path.empty() || !options.perfetto_path.empty();
   std::optional<TraceWriter> writer;
-  if (options.session.trace) writer.emplace(options.trace_path);
+  if (!options.trace_path.empty()) writer.emplace(options.trace_path);
+  // Perfetto interns a stack's function names with its first event: the
+  // symbols are read now (modules loaded later stay addresses there).
+  std::optional<Kallsyms> ksyms;
+  std::optional<PerfettoWriter> perfetto;
+  if (!options.perfetto_path.empty()) {
+    ksyms = load_host_symbols();
+    const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
+    perfetto.emplace(options.perfetto_path, kallsyms_namer(ks),
+                     KernelInfo::probe_lowering_kptr_restrict(ks));
+  }
 
   Foreground foreground;  // before loading: a Ctrl-C meanwhile is kept
   BpfSession session(options.session);
-  if (writer) {
-    writer->set_sources(session.sources());
-    session.set_trace_sink(
-        [&](const smt_trace_record& r, const std::string& comm) { writer->write(r, comm); });
-  }
+  if (writer) writer->set_sources(session.sources());
+  if (options.session.trace)
+    session.set_trace_sink([&](const smt_trace_record& r, const std::string& comm) {
+      if (writer) writer->write(r, comm);
+      if (perfetto) {
+        // Counted before the sink runs, so the store holds the frames.
+        static const std::vector<uint64_t> none;
+        const StackRecord* s = session.store().find(r.event.stack_id);
+        perfetto->write(r, comm, s ? s->ips : none);
+      }
+    });
   std::string names;
   for (const auto& source : session.sources()) {
     if (names.size() > 200) {
@@ -91,6 +109,11 @@ Snapshot trace(TraceOptions options) {
     writer->finish();
     spdlog::info("trace: {} events written to {}", writer->lines(),
                  options.trace_path == "-" ? "stdout" : options.trace_path);
+  }
+  if (perfetto) {
+    perfetto->finish();
+    spdlog::info("perfetto: {} samples written to {} (open it in ui.perfetto.dev)",
+                 perfetto->samples(), options.perfetto_path);
   }
   return session.snapshot();
 }

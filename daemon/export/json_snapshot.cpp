@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/export/json_snapshot.h"
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/sys/error.h"
+
+namespace stackmapd {
+
+namespace {
+
+using nlohmann::json;
+
+// "sym+0xoff/0xsize [mod]" -> "sym [mod]"; "0x..." (unresolved) -> "".
+std::string function_of(std::string_view symbol) {
+  if (symbol.starts_with("0x")) return "";
+  std::string_view module;
+  if (size_t open = symbol.rfind(" ["); open != std::string_view::npos && symbol.ends_with("]")) {
+    module = symbol.substr(open);
+    symbol = symbol.substr(0, open);
+  }
+  if (size_t plus = symbol.rfind("+0x"); plus != std::string_view::npos && plus > 0)
+    symbol = symbol.substr(0, plus);
+  return std::string(symbol) + std::string(module);
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::string& source) : source_(source) {}
+
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw Error(source_ + ": " + where + " " + what +
+                ": pass a stack_map.json written by stackmapd --output");
+  }
+  uint64_t number(const json& j, const char* key, const std::string& where) const {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_unsigned())
+      fail(where, std::string("has no non-negative integer \"") + key + "\"");
+    return it->get<uint64_t>();
+  }
+  std::string text(const json& j, const char* key, const std::string& where) const {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_string())
+      fail(where, std::string("has no string \"") + key + "\"");
+    return it->get<std::string>();
+  }
+
+ private:
+  const std::string& source_;
+};
+
+KeyValues key_of(const json& e, const KeySpec& keys, const Reader& r, const std::string& where) {
+  KeyValues k;
+  for (KeyField f : keys.fields) {
+    const char* name = key_name(f);
+    switch (f) {
+      case KeyField::pid: k.pid = static_cast<uint32_t>(r.number(e, name, where)); break;
+      case KeyField::tid: k.tid = static_cast<uint32_t>(r.number(e, name, where)); break;
+      case KeyField::cpu: k.cpu = static_cast<uint32_t>(r.number(e, name, where)); break;
+      case KeyField::comm: k.comm = r.text(e, name, where); break;
+      case KeyField::cgroup: k.cgroup = r.text(e, name, where); break;
+      case KeyField::unit: k.unit = r.text(e, name, where); break;
+      case KeyField::source: k.source = r.text(e, name, where); break;
+    }
+  }
+  return k;
+}
+
+JsonExport read(std::string_view json_text, const Reader& r) {
+  json doc;
+  try {
+    doc = json::parse(json_text);
+  } catch (const json::parse_error&) {
+    r.fail("is", "not valid JSON");
+  }
+  if (!doc.is_object() || !doc.contains("stacks") || !doc["stacks"].is_array())
+    r.fail("has", "no \"stacks\" array");
+  JsonExport out;
+  Snapshot& snap = out.snap;
+  if (auto keys = doc.find("keys"); keys != doc.end()) {
+    std::string list;
+    for (const json& k : *keys) list += (list.empty() ? "" : ",") + k.get<std::string>();
+    snap.keys = KeySpec::parse(list);
+    snap.keys_requested = true;
+  }
+  if (auto w = doc.find("weight"); w != doc.end() && w->is_string()) snap.weight_unit = *w;
+  if (auto s = doc.find("sources"); s != doc.end() && s->is_array())
+    snap.sources = s->get<std::vector<std::string>>();
+  if (auto k = doc.find("kernel"); k != doc.end() && k->is_object()) {
+    snap.kernel.release = k->value("release", "");
+    snap.kernel.build_id = k->value("build_id", "");
+  }
+  if (auto st = doc.find("stats"); st != doc.end() && st->is_object())
+    snap.stats.counters[SMC_HITS] = st->value("hits", uint64_t{0});
+
+  const json& stacks = doc["stacks"];
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    const json& s = stacks[i];
+    const std::string where = "stacks[" + std::to_string(i) + "]";
+    if (!s.is_object()) r.fail(where, "is not an object");
+    StackRecord rec;
+    rec.stack_id = static_cast<uint32_t>(r.number(s, "stack_id", where));
+    rec.ref_count = r.number(s, "ref_count", where);
+    rec.weight = snap.weight_unit.empty() ? rec.ref_count : r.number(s, "sum", where);
+    auto ips = s.find("ips");
+    if (ips == s.end() || !ips->is_array()) r.fail(where, "has no \"ips\" array");
+    const json* symbols = s.contains("symbols") ? &s["symbols"] : nullptr;
+    for (size_t k = 0; k < ips->size(); ++k) {
+      const json& ip = (*ips)[k];
+      uint64_t value = 0;
+      try {
+        value = std::stoull(ip.get<std::string>(), nullptr, 16);
+      } catch (const std::exception&) {
+        r.fail(where + ".ips[" + std::to_string(k) + "]", "is not a hex address string");
+      }
+      rec.ips.push_back(value);
+      if (symbols && k < symbols->size() && (*symbols)[k].is_string())
+        if (std::string fn = function_of((*symbols)[k].get<std::string>()); !fn.empty())
+          out.functions.emplace(value, std::move(fn));
+    }
+    if (auto by = s.find("by"); snap.keys_requested && by != s.end() && by->is_array()) {
+      for (size_t k = 0; k < by->size(); ++k) {
+        const json& e = (*by)[k];
+        const std::string at = where + ".by[" + std::to_string(k) + "]";
+        KeyCount kc;
+        kc.other = e.value("other", false);
+        if (!kc.other) kc.key = key_of(e, snap.keys, r, at);
+        kc.count = r.number(e, "count", at);
+        kc.weight = snap.weight_unit.empty() ? kc.count : r.number(e, "sum", at);
+        rec.by.push_back(std::move(kc));
+      }
+    }
+    snap.stacks.push_back(std::move(rec));
+  }
+  return out;
+}
+
+}  // namespace
+
+JsonExport read_json_export(std::string_view json_text, const std::string& source) {
+  Reader r(source);
+  try {
+    return read(json_text, r);
+  } catch (const nlohmann::json::exception& e) {
+    r.fail("has a field of the wrong type", "(" + std::string(e.what()) + ")");
+  }
+}
+
+}  // namespace stackmapd

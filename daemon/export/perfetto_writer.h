@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: GPL-2.0
+// --perfetto FILE: the per-event timeline as a native Perfetto trace
+// (ui.perfetto.dev), the packets Android's traced_perf writes for kernel
+// stack sampling, so that ours opens beside an Android system trace:
+//
+//   packet 1   sequence start (incremental state cleared): the kernel's
+//              mapping with its build id, interned once
+//   per event  a PerfSample (cpu, pid, tid, kernel mode, callstack iid) at
+//              its BOOTTIME timestamp (clock id 6); the first event of a
+//              stack interns its frames, function names and callstack in
+//              the same packet, as our table stores each stack once
+//   new thread a ProcessTree packet naming it and its process
+//
+// Callstacks run root first with their frame ids written unpacked, as
+// Perfetto's decoder requires. Packets stream to FILE.tmp, renamed to FILE
+// by finish().
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "daemon/export/pprof.h"
+#include "daemon/export/proto_wire.h"
+#include "daemon/symbols/kernel_info.h"
+#include "stackmapd/abi.h"
+
+namespace stackmapd {
+
+class PerfettoWriter {
+ public:
+  // Creates FILE.tmp at once, so that a bad path fails before tracing.
+  // `names` names the frames; frames' rel_pc count from `kernel.text_address`.
+  PerfettoWriter(const std::string& path, FrameNamer names, const KernelInfo& kernel);
+  ~PerfettoWriter();  // removes FILE.tmp unless finish() renamed it
+  PerfettoWriter(const PerfettoWriter&) = delete;
+  PerfettoWriter& operator=(const PerfettoWriter&) = delete;
+
+  // One event of a --trace record; `ips` is its stack, innermost first.
+  void write(const smt_trace_record& r, const std::string& comm, const std::vector<uint64_t>& ips);
+  // Flushes and renames FILE.tmp to FILE; throws Error if anything failed.
+  void finish();
+  uint64_t samples() const { return samples_; }
+
+  // CLOCK_BOOTTIME less CLOCK_MONOTONIC, now: the time the machine was suspended.
+  static int64_t boottime_offset_ns();
+
+ private:
+  struct Callstack {
+    uint64_t iid;
+    std::vector<uint64_t> ips;
+  };
+  uint64_t intern_callstack(uint32_t stack_id, const std::vector<uint64_t>& ips,
+                            ProtoWriter& interned);
+  uint64_t intern_frame(uint64_t ip, ProtoWriter& interned);
+  void name_thread(uint32_t pid, uint32_t tid, const std::string& comm, uint64_t ts);
+  void emit(const ProtoWriter& packet);
+
+  std::string path_, tmp_;
+  FILE* out_;
+  FrameNamer names_;
+  uint64_t text_ = 0;
+  int64_t boottime_offset_ = 0;
+  std::unordered_map<uint32_t, Callstack> callstacks_;   // by stack_id
+  std::unordered_map<uint64_t, uint64_t> frames_;        // ip -> frame iid
+  std::unordered_map<std::string, uint64_t> functions_;  // name -> function_names iid
+  std::unordered_map<uint32_t, std::string> threads_;    // tid -> name written
+  std::unordered_set<uint32_t> processes_;
+  uint64_t next_callstack_ = 1;  // iid 0 means unset
+  uint64_t samples_ = 0;
+  bool failed_ = false;
+};
+
+}  // namespace stackmapd

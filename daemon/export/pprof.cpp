@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/export/pprof.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "daemon/export/exports.h"
+#include "daemon/export/gzip.h"
+#include "daemon/export/proto_wire.h"
+#include "daemon/symbols/kallsyms.h"
+
+namespace stackmapd {
+
+namespace {
+
+// Field numbers of profile.proto.
+namespace pb {
+enum Profile : uint32_t {
+  kSampleType = 1,
+  kSample = 2,
+  kMapping = 3,
+  kLocation = 4,
+  kFunction = 5,
+  kStringTable = 6,
+  kTimeNanos = 9,
+  kDurationNanos = 10,
+  kPeriodType = 11,
+  kPeriod = 12,
+  kComment = 13,
+  kDefaultSampleType = 14,
+};
+enum ValueType : uint32_t { kType = 1, kUnit = 2 };
+enum Sample : uint32_t { kLocationId = 1, kValue = 2, kLabel = 3 };
+enum Label : uint32_t { kKey = 1, kStr = 2, kNum = 3, kNumUnit = 4 };
+enum Mapping : uint32_t {
+  kMappingId = 1,
+  kMemoryStart = 2,
+  kMemoryLimit = 3,
+  kFilename = 5,
+  kBuildId = 6,
+  kHasFunctions = 7,
+};
+enum Location : uint32_t { kLocId = 1, kLocMappingId = 2, kAddress = 3, kLine = 4 };
+enum Line : uint32_t { kFunctionId = 1 };
+enum Function : uint32_t { kFuncId = 1, kName = 2, kSystemName = 3 };
+}  // namespace pb
+
+constexpr uint64_t kKernelMappingId = 1;
+
+// Interned strings: index 0 is "", as pprof requires.
+class Strings {
+ public:
+  Strings() { id(""); }
+  uint64_t id(const std::string& s) {
+    auto [it, added] = ids_.try_emplace(s, table_.size());
+    if (added) table_.push_back(s);
+    return it->second;
+  }
+  const std::vector<std::string>& table() const { return table_; }
+
+ private:
+  std::unordered_map<std::string, uint64_t> ids_;
+  std::vector<std::string> table_;
+};
+
+struct Label {
+  uint64_t key = 0, str = 0, num = 0, num_unit = 0;
+  auto operator<=>(const Label&) const = default;
+};
+
+// A numeric label's unit: Go's decoder drops a numeric 0 that has none.
+const char* num_unit(KeyField f) {
+  switch (f) {
+    case KeyField::pid: return "pid";
+    case KeyField::tid: return "tid";
+    case KeyField::cpu: return "cpu";
+    default: return nullptr;
+  }
+}
+
+std::vector<Label> labels_of(const KeyCount& k, const std::vector<KeyField>& fields,
+                             Strings& strings) {
+  if (fields.empty()) return {};
+  if (k.other) return {{strings.id("other"), strings.id("true"), 0, 0}};
+  std::vector<Label> labels;
+  for (KeyField f : fields) {
+    Label l{strings.id(key_name(f)), 0, 0, 0};
+    switch (f) {
+      case KeyField::pid: l.num = k.key.pid; break;
+      case KeyField::tid: l.num = k.key.tid; break;
+      case KeyField::cpu: l.num = k.key.cpu; break;
+      case KeyField::comm: l.str = strings.id(k.key.comm); break;
+      case KeyField::cgroup: l.str = strings.id(k.key.cgroup); break;
+      case KeyField::unit: l.str = strings.id(k.key.unit); break;
+      case KeyField::source: l.str = strings.id(k.key.source); break;
+    }
+    if (const char* unit = num_unit(f)) l.num_unit = strings.id(unit);
+    labels.push_back(l);
+  }
+  return labels;
+}
+
+struct Values {
+  uint64_t count = 0, weight = 0;
+};
+
+// The weight's sample type: off-CPU time, or a --sum field, in bytes where
+// its name says so (bytes_alloc, len, ...).
+std::pair<std::string, std::string> weight_type(const std::string& unit) {
+  if (unit == "ns") return {"offcpu", "nanoseconds"};
+  const bool bytes = unit.find("byte") != std::string::npos ||
+                     unit.find("len") != std::string::npos ||
+                     unit.find("size") != std::string::npos;
+  return {unit, bytes ? "bytes" : "count"};
+}
+
+class Encoder {
+ public:
+  Encoder(const Snapshot& snap, const FrameNamer& names, const PprofOptions& opt)
+      : snap_(snap), names_(names), opt_(opt) {}
+
+  std::string encode() {
+    const bool weighted = !snap_.weight_unit.empty();
+    const uint64_t period = opt_.profile_hz ? 1000000000ull / opt_.profile_hz : 0;
+    if (opt_.profile_hz) {
+      value_type(pb::kSampleType, "samples", "count");
+      value_type(pb::kSampleType, "cpu", "nanoseconds");
+    } else {
+      value_type(pb::kSampleType, "events", "count");
+    }
+    if (weighted) {
+      auto [type, unit] = weight_type(snap_.weight_unit);
+      value_type(pb::kSampleType, type, unit);
+      out_.varint(pb::kDefaultSampleType, strings_.id(type));
+    }
+    std::vector<KeyField> fields = snap_.keys.fields;
+    if (opt_.label_keys)
+      std::erase_if(fields, [&](KeyField f) {
+        return std::find(opt_.label_keys->begin(), opt_.label_keys->end(), f) ==
+               opt_.label_keys->end();
+      });
+
+    for (const StackRecord& s : snap_.stacks) {
+      std::vector<uint64_t> locations;
+      for (uint64_t ip : s.ips) locations.push_back(location(ip));
+      std::map<std::vector<Label>, Values> samples;
+      if (snap_.keys_requested && !s.by.empty()) {
+        for (const KeyCount& k : s.by) {
+          Values& v = samples[labels_of(k, fields, strings_)];
+          v.count += k.count;
+          v.weight += k.weight;
+        }
+      } else {
+        samples[{}] = {s.ref_count, s.weight};
+      }
+      for (const auto& [labels, v] : samples) {
+        if (v.count == 0) continue;
+        std::vector<uint64_t> values{v.count};
+        if (opt_.profile_hz) values.push_back(v.count * period);
+        if (weighted) values.push_back(v.weight);
+        ProtoWriter sample;
+        sample.packed_varints(pb::kLocationId, locations);
+        sample.packed_varints(pb::kValue, values);
+        for (const Label& l : labels) {
+          ProtoWriter label;
+          label.varint(pb::kKey, l.key);
+          if (l.str) label.varint(pb::kStr, l.str);
+          if (l.num_unit) {
+            label.varint(pb::kNum, l.num);
+            label.varint(pb::kNumUnit, l.num_unit);
+          }
+          sample.message(pb::kLabel, label);
+        }
+        out_.message(pb::kSample, sample);
+      }
+    }
+
+    if (!locations_.empty()) write_mapping();
+    out_.append(locations_out_);
+    out_.append(functions_out_);
+    if (opt_.time_nanos) out_.varint(pb::kTimeNanos, static_cast<uint64_t>(opt_.time_nanos));
+    if (opt_.duration_nanos)
+      out_.varint(pb::kDurationNanos, static_cast<uint64_t>(opt_.duration_nanos));
+    if (opt_.profile_hz) {
+      value_type(pb::kPeriodType, "cpu", "nanoseconds");
+      out_.varint(pb::kPeriod, period);
+    }
+    out_.varint(pb::kComment, strings_.id("stackmapd kernel stacks"));
+    if (!snap_.kernel.release.empty())
+      out_.varint(pb::kComment, strings_.id("kernel " + snap_.kernel.release));
+    for (const std::string& s : strings_.table()) out_.bytes(pb::kStringTable, s);
+    return gzip(out_.data());
+  }
+
+ private:
+  void value_type(uint32_t field, const std::string& type, const std::string& unit) {
+    ProtoWriter vt;
+    vt.varint(pb::kType, strings_.id(type));
+    vt.varint(pb::kUnit, strings_.id(unit));
+    out_.message(field, vt);
+  }
+
+  // Location ids start at 1: pprof rejects 0.
+  uint64_t location(uint64_t ip) {
+    auto [it, added] = locations_.try_emplace(ip, locations_.size() + 1);
+    if (!added) return it->second;
+    min_ip_ = std::min(min_ip_, ip);
+    max_ip_ = std::max(max_ip_, ip);
+    ProtoWriter loc;
+    loc.varint(pb::kLocId, it->second);
+    loc.varint(pb::kLocMappingId, kKernelMappingId);
+    loc.varint(pb::kAddress, ip);
+    if (std::string name = names_ ? names_(ip) : ""; !name.empty()) {
+      ProtoWriter line;
+      line.varint(pb::kFunctionId, function(name));
+      loc.message(pb::kLine, line);
+    }
+    // Written after the samples, field by field: the records of a repeated
+    // field may come in any order.
+    locations_out_.message(pb::kLocation, loc);
+    return it->second;
+  }
+
+  uint64_t function(const std::string& name) {
+    auto [it, added] = functions_.try_emplace(name, functions_.size() + 1);
+    if (added) {
+      ProtoWriter fn;
+      fn.varint(pb::kFuncId, it->second);
+      fn.varint(pb::kName, strings_.id(name));
+      fn.varint(pb::kSystemName, strings_.id(name));
+      functions_out_.message(pb::kFunction, fn);
+    }
+    return it->second;
+  }
+
+  void write_mapping() {
+    ProtoWriter m;
+    m.varint(pb::kMappingId, kKernelMappingId);
+    m.varint(pb::kMemoryStart, min_ip_);
+    m.varint(pb::kMemoryLimit, max_ip_ + 1);
+    m.varint(pb::kFilename, strings_.id("[kernel.kallsyms]"));
+    if (!snap_.kernel.build_id.empty()) m.varint(pb::kBuildId, strings_.id(snap_.kernel.build_id));
+    m.varint(pb::kHasFunctions, 1);
+    out_.message(pb::kMapping, m);
+  }
+
+  const Snapshot& snap_;
+  const FrameNamer& names_;
+  const PprofOptions& opt_;
+  Strings strings_;
+  ProtoWriter out_;
+  std::unordered_map<uint64_t, uint64_t> locations_;
+  std::unordered_map<std::string, uint64_t> functions_;
+  ProtoWriter locations_out_, functions_out_;
+  uint64_t min_ip_ = UINT64_MAX, max_ip_ = 0;
+};
+
+uint64_t less(uint64_t after, uint64_t before) { return after > before ? after - before : 0; }
+
+}  // namespace
+
+FrameNamer kallsyms_namer(const Kallsyms* ksyms) {
+  if (!ksyms) return {};
+  return [ksyms](uint64_t ip) -> std::string {
+    auto m = ksyms->lookup(ip);
+    if (!m) return "";
+    std::string name(m->name);
+    if (!m->module.empty()) name += " [" + std::string(m->module) + "]";
+    return name;
+  };
+}
+
+std::string encode_pprof(const Snapshot& snap, const FrameNamer& names, const PprofOptions& opt) {
+  return Encoder(snap, names, opt).encode();
+}
+
+Snapshot delta_snapshot(const Snapshot& before, const Snapshot& after) {
+  std::unordered_map<uint32_t, const StackRecord*> old;
+  for (const StackRecord& s : before.stacks) old[s.stack_id] = &s;
+  Snapshot delta = after;
+  delta.stacks.clear();
+  for (const StackRecord& s : after.stacks) {
+    auto it = old.find(s.stack_id);
+    const StackRecord* b = it == old.end() ? nullptr : it->second;
+    if (b && (b->ips != s.ips || b->ref_count > s.ref_count)) b = nullptr;
+    if (!b) {
+      delta.stacks.push_back(s);
+      continue;
+    }
+    StackRecord d = s;
+    d.ref_count = s.ref_count - b->ref_count;
+    d.weight = less(s.weight, b->weight);
+    if (d.ref_count == 0) continue;
+    d.by.clear();
+    for (const KeyCount& k : s.by) {
+      KeyCount dk = k;
+      for (const KeyCount& bk : b->by)
+        if (bk.other == k.other && bk.key == k.key) {
+          dk.count = less(k.count, bk.count);
+          dk.weight = less(k.weight, bk.weight);
+          break;
+        }
+      if (dk.count) d.by.push_back(std::move(dk));
+    }
+    // StackRecord's order: by weight, then count, the `other` entry last.
+    std::stable_sort(d.by.begin(), d.by.end(), [](const KeyCount& x, const KeyCount& y) {
+      if (x.other != y.other) return y.other;
+      return x.weight != y.weight ? x.weight > y.weight : x.count > y.count;
+    });
+    delta.stacks.push_back(std::move(d));
+  }
+  if (before.stats.resets == after.stats.resets)
+    for (int c = 0; c < SMC_NR; ++c)
+      delta.stats.counters[c] = less(after.stats.counters[c], before.stats.counters[c]);
+  return delta;
+}
+
+void write_pprof(const std::string& path, const Snapshot& snap, const FrameNamer& names,
+                 const PprofOptions& opt) {
+  write_file_atomic(path, encode_pprof(snap, names, opt), 0640);
+}
+
+}  // namespace stackmapd

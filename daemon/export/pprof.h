@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: GPL-2.0
+// pprof profiles (github.com/google/pprof, proto/profile.proto): what
+// `go tool pprof`, Parca, Pyroscope and Grafana Alloy read.
+//
+// Data flow: Snapshot (a session's end, the daemon's current table, a
+// stack_map.json or FSMB file read back) + a FrameNamer (function names: go's
+// pprof cannot symbolize C binaries) -> encode_pprof -> gzipped profile.proto.
+// For an endpoint's "last N seconds": delta_snapshot(before, after) first.
+//
+//   Sample      one per (stack, key): location ids leaf first, as our ips;
+//               values [events|samples count], [cpu nanoseconds] with
+//               --profile HZ, [the weight] with --sum/--offcpu;
+//               the --by keys as labels (pid, tid, cpu numeric with a unit,
+//               since Go drops a numeric 0 without one; the rest strings).
+//   Location    one per distinct address, its function when it resolves.
+//   Mapping     one: the kernel ("[kernel.kallsyms]", as perf names it), its
+//               GNU build id (/sys/kernel/notes) so a symbolizer can find
+//               the matching vmlinux later.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/model/snapshot.h"
+
+namespace stackmapd {
+
+class Kallsyms;
+
+// A frame's function: "schedule", "nf_hook_slow [nf_tables]" for a module;
+// "" when the address does not resolve (pprof then shows the address).
+using FrameNamer = std::function<std::string(uint64_t ip)>;
+// From a symbol table; null: every frame unresolved. `ksyms` must outlive it.
+FrameNamer kallsyms_namer(const Kallsyms* ksyms);
+
+struct PprofOptions {
+  uint32_t profile_hz = 0;  // --profile HZ: samples/count, cpu/nanoseconds, period 1e9/HZ
+  // Which of the snapshot's --by keys become labels; none: all it has. Keys
+  // that differ only in the others merge into one sample: an endpoint can
+  // leave out pid and tid so that a fleet store's series stay few.
+  std::optional<std::vector<KeyField>> label_keys;
+  int64_t time_nanos = 0;      // start of the profile, CLOCK_REALTIME; 0: not written
+  int64_t duration_nanos = 0;  // its length; 0: not written
+};
+
+// The gzipped profile. Labels only when the snapshot's keys were asked for
+// (snap.keys_requested: --by); an FSMB file has none. Throws Error only if zlib fails.
+std::string encode_pprof(const Snapshot& snap, const FrameNamer& names, const PprofOptions& opt);
+
+// What happened between two snapshots of one table: per stack and key,
+// `after` less `before`. A stack whose id now holds other frames, or whose
+// count went down (a reset came between), counts whole from `after`; stacks
+// with nothing new are left out. The rest is `after`'s, its counters less
+// `before`'s when no reset came between.
+Snapshot delta_snapshot(const Snapshot& before, const Snapshot& after);
+
+// encode_pprof to `path`, atomically, mode 0640 (it holds raw addresses).
+void write_pprof(const std::string& path, const Snapshot& snap, const FrameNamer& names,
+                 const PprofOptions& opt);
+
+}  // namespace stackmapd

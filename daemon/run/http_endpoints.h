@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: GPL-2.0
+// The service's HTTP endpoints (--listen) over daemon/http/server.h:
+//   GET /                the live page (daemon/http/page.h)
+//   GET /metrics         Prometheus text (daemon/http/metrics.h)
+//   GET /stack_map.json  the JSON export, current
+//   GET /debug/pprof/stackmapd?seconds=N
+//                        a gzipped pprof of the next N seconds (Parca, Alloy):
+//                        a snapshot now, a timer on the loop (never a sleep),
+//                        then the delta; labels without pid and tid, so that a
+//                        fleet store's series stay few
+// Each request reads the service's current session through Source, in the
+// loop, at the moment it is answered. A TCP listener can be reached by any
+// local user, so what it serves holds no raw kernel address (KASLR): frames
+// that do not resolve show as "[unknown]"; a unix socket (0660, root and the
+// export group, like the exports) serves the export as it is. The profile is
+// the exception: pprof locations carry their addresses (README says so).
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+
+#include "daemon/http/listen_address.h"
+#include "daemon/http/metrics.h"
+#include "daemon/http/server.h"
+#include "daemon/model/snapshot.h"
+#include "daemon/run/event_loop.h"
+
+namespace stackmapd {
+
+class BpfSession;
+class Kallsyms;
+
+class HttpEndpoints {
+ public:
+  struct Source {
+    std::function<Snapshot()> snapshot;  // the table now, drained, with kernel info
+    std::function<http::MetricsInput()> metrics;
+    std::function<const Kallsyms*()> symbols;
+    std::function<int()> refresh_seconds;  // of the live page
+  };
+
+  // Listens on `address` (throws Error); a unix socket gets `group`.
+  HttpEndpoints(EventLoop& loop, const http::ListenAddress& address, gid_t group, Source source,
+                http::Server::Limits limits = {});
+  ~HttpEndpoints();  // cancels the profiles still recording
+  HttpEndpoints(const HttpEndpoints&) = delete;
+  HttpEndpoints& operator=(const HttpEndpoints&) = delete;
+
+  static constexpr long kDefaultProfileSeconds = 10;
+  static constexpr long kMaxProfileSeconds = 300;
+  static constexpr size_t kMaxProfiles = 4;  // recording at once; more get 429
+
+  const http::ListenAddress& address() const { return server_.address(); }
+
+ private:
+  void handle(const http::Request& req, const http::Server::Respond& respond);
+  void profile(const http::Request& req, const http::Server::Respond& respond);
+
+  EventLoop& loop_;
+  Source source_;
+  std::map<uint64_t, EventLoop::Id> profiles_;  // recording: their timers
+  uint64_t next_profile_ = 1;
+  bool addresses_;  // raw addresses may be served: a unix socket
+  http::Server server_;
+};
+
+// The metrics of `session` now (drain it first), with this process' own.
+http::MetricsInput collect_metrics(const BpfSession& session, uint64_t ring_size_bytes);
+
+}  // namespace stackmapd

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0
+// The metrics text (daemon/http/metrics.h): exact lines for known counters,
+// escaped labels, no process_* family without process figures. promtool
+// lints the real output in tests/http_test.sh.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "daemon/http/metrics.h"
+#include "daemon/http/page.h"
+#include "daemon/symbols/kallsyms.h"
+
+namespace stackmapd::http {
+namespace {
+
+bool has_line(const std::string& text, const std::string& line) {
+  return ("\n" + text).find("\n" + line + "\n") != std::string::npos;
+}
+
+MetricsInput sample() {
+  MetricsInput in;
+  in.stats.counters[SMC_HITS] = 90;
+  in.stats.counters[SMC_DROP_POOL_FULL] = 7;
+  in.stats.counters[SMC_DROP_RINGBUF_FULL] = 3;
+  in.stats.entries = 256;
+  in.stats.pool_size = 1024;
+  in.stats.table_size = 2048;
+  in.stats.resets = 2;
+  in.stats.events_total = 100;
+  in.stats.verify_ok = 5;
+  in.source_events = {{"kmem:kmem_cache_alloc", 60}, {"odd\"name\\", 30}};
+  in.ring_used_bytes = 4096;
+  in.ring_size_bytes = 16384;
+  in.bpf_stats_enabled = true;
+  in.programs = {{"tracepoint", 2500000000, 42}};
+  return in;
+}
+
+TEST(HttpMetrics, CountersAsSeries) {
+  std::string m = format_metrics(sample());
+  EXPECT_TRUE(has_line(m, "# TYPE stackmapd_events_total counter")) << m;
+  EXPECT_TRUE(has_line(m, "stackmapd_events_total 100"));
+  EXPECT_TRUE(has_line(m, "stackmapd_hits_total 90"));
+  EXPECT_TRUE(has_line(m, "stackmapd_drops_total{reason=\"pool_full\"} 7"));
+  EXPECT_TRUE(has_line(m, "stackmapd_drops_total{reason=\"ringbuf_full\"} 3"));
+  EXPECT_TRUE(has_line(m, "stackmapd_drops_total{reason=\"busy\"} 0"));
+  EXPECT_TRUE(has_line(m, "stackmapd_source_events_total{source=\"kmem:kmem_cache_alloc\"} 60"));
+  EXPECT_TRUE(has_line(m, "stackmapd_source_events_total{source=\"odd\\\"name\\\\\"} 30"));
+  EXPECT_TRUE(has_line(m, "stackmapd_unique_stacks 256"));
+  EXPECT_TRUE(has_line(m, "stackmapd_pool_fill_ratio 0.25"));
+  EXPECT_TRUE(has_line(m, "stackmapd_resets_total 2"));
+  EXPECT_TRUE(has_line(m, "stackmapd_verify_total{result=\"ok\"} 5"));
+  EXPECT_TRUE(has_line(m, "stackmapd_ringbuf_fill_ratio 0.25"));
+  EXPECT_TRUE(has_line(m, "stackmapd_bpf_stats_enabled 1"));
+  EXPECT_TRUE(has_line(m, "stackmapd_bpf_program_run_seconds_total{program=\"tracepoint\"} 2.5"));
+  EXPECT_TRUE(has_line(m, "stackmapd_bpf_program_runs_total{program=\"tracepoint\"} 42"));
+  EXPECT_EQ(m.find("process_"), std::string::npos) << "no process figures given";
+  EXPECT_EQ(m.find("stack_id"), std::string::npos);
+}
+
+TEST(HttpMetrics, EveryFamilyOnceWithHelpAndType) {
+  MetricsInput in = sample();
+  in.process = read_process_stats();
+  std::string m = format_metrics(in);
+  size_t helps = 0, types = 0;
+  for (size_t p = 0; (p = m.find("# HELP ", p)) != std::string::npos; ++p) ++helps;
+  for (size_t p = 0; (p = m.find("# TYPE ", p)) != std::string::npos; ++p) ++types;
+  EXPECT_EQ(helps, types);
+  EXPECT_NE(m.find("\nprocess_resident_memory_bytes "), std::string::npos);
+  EXPECT_FALSE(has_line(m, "process_open_fds 0"));
+  EXPECT_FALSE(has_line(m, "process_start_time_seconds 0"));
+}
+
+TEST(HttpMetrics, ProcessStatsOfThisProcess) {
+  ProcessStats ps = read_process_stats();
+  EXPECT_GT(ps.resident_bytes, 1u << 20);
+  EXPECT_GE(ps.open_fds, 3u);
+  EXPECT_GT(ps.max_fds, ps.open_fds);
+  EXPECT_GT(ps.start_time_seconds, 1.6e9);
+  EXPECT_LT(ps.start_time_seconds, static_cast<double>(time(nullptr)) + 1);
+}
+
+TEST(HttpPage, CountersStacksAndFlameGraph) {
+  Kallsyms k = Kallsyms::parse(
+      "ffffffff81000000 T alpha\nffffffff81000100 T schedule\nffffffff810001c0 T omega\n");
+  Snapshot snap;
+  snap.stats.counters[SMC_HITS] = 12;
+  snap.stats.entries = 2;
+  snap.stats.pool_size = 1024;
+  snap.stacks = {{42, 10, {0xffffffff81000148}}, {7, 2, {0xdead}}};
+  PageOptions opt;
+  opt.host = "box<1>";
+  std::string page = render_page(snap, &k, opt);
+  EXPECT_NE(page.find("<title>stackmapd on box&lt;1&gt;</title>"), std::string::npos);
+  EXPECT_NE(page.find("<tr><th>entries</th><td>2 / 1024</td></tr>"), std::string::npos);
+  EXPECT_NE(page.find("<tr><th>hits</th><td>12</td></tr>"), std::string::npos);
+  EXPECT_NE(page.find("<meta http-equiv=\"refresh\" content=\"5\">"), std::string::npos);
+  EXPECT_NE(page.find("data:image/svg+xml;base64,"), std::string::npos);
+  // The heaviest stack first, its frame as %pS prints it.
+  size_t first = page.find("data-stack-id=\"42\""), second = page.find("data-stack-id=\"7\"");
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_LT(first, second);
+  EXPECT_NE(page.find("<li>schedule+0x48/0xc0</li>"), std::string::npos);
+  EXPECT_NE(page.find("<li>0xdead</li>"), std::string::npos);
+  EXPECT_EQ(page.find("src=\"http"), std::string::npos) << "no external assets";
+
+  opt.addresses = false;
+  opt.refresh_seconds = 0;
+  page = render_page(snap, &k, opt);
+  EXPECT_EQ(page.find("0xdead"), std::string::npos);
+  EXPECT_NE(page.find("<li>[unknown]</li>"), std::string::npos);
+  EXPECT_EQ(page.find("http-equiv"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stackmapd::http

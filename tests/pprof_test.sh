@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# --pprof (issue 15) against the real consumers, as root on this kernel:
+#   1. a session's profile passes pprof's own checks (-raw), -top names the
+#      top kernel function our JSON gives, a -proto round trip parses, the
+#      samples add up to the session's hits, protoc decodes it with pprof's
+#      profile.proto, and --by's keys are its labels (-tags);
+#   2. decode of the JSON export gives the same totals and labels; of the
+#      FSMB file the same totals, no labels;
+#   3. --profile HZ: samples/count and cpu/nanoseconds at 1e9/HZ;
+#      --sum: a second sample type whose total is the JSON's sum;
+#   4. bad input: one line naming the problem, a non-zero exit.
+#   pprof_test.sh STACKMAPD PYTHON ATTR_WORKLOAD
+set -u
+BIN=$1
+PY=${2:-python3}
+WORKLOAD=$3
+PPROF=/usr/lib/go-1.19/pkg/tool/linux_amd64/pprof
+PROTO_DIR=/usr/share/gocode/src/github.com/google/pprof/proto
+
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/check_lib.sh"
+for tool in "$PPROF" "$PROTO_DIR/profile.proto" "$(command -v protoc)"; do
+  [ -e "$tool" ] || { fail "$tool is missing: run scripts/deps.sh"; exit 1; }
+done
+export PPROF_TMPDIR=$tmp HOME=$tmp  # pprof keeps nothing of ours
+
+# j EXPR FILE: a Python expression over the JSON document `d`.
+j() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$2"; }
+# raw_total FILE [INDEX]: the sum of one value (0: the first) over every sample, from pprof -raw.
+raw_total() {
+  "$PPROF" -raw "$1" 2> /dev/null |
+    awk -v i="${2:-0}" '/^Samples:/ {s = 1; next} /^Locations/ {s = 0}
+      s && /^ *[0-9]+( +[0-9]+)*: / {sub(/:.*/, ""); split($0, v, " "); t += v[i + 1]} END {print t + 0}'
+}
+# session NAME ARGS...: a 2 s session (a workload called smtq_pp runs 2000 stat()s) into $tmp/NAME.
+session() {
+  local name=$1
+  shift
+  cp "$WORKLOAD" "$tmp/smtq_pp"
+  ( sleep 0.7; "$tmp/smtq_pp" stat 2000 2> /dev/null ) &
+  timeout 30 "$BIN" "$@" --duration 2 --output "$tmp/$name" --pprof "$tmp/$name.pb.gz" \
+    > "$tmp/$name.out" 2> "$tmp/$name.err"
+  local rc=$?
+  wait
+  check "$name: 'stackmapd $* --pprof' exits 0 ($(tail -1 "$tmp/$name.err"))" '[ $rc -eq 0 ]'
+}
+
+# --- 1. a session's profile, read by pprof and protoc ------------------------
+session by -e kmem:kmem_cache_alloc --by comm,pid --top 1
+p=$tmp/by.pb.gz
+hits=$(stat_of hits "$tmp/by/stack_map_stat")
+check "the profile is gzip, mode 0640 (raw kernel addresses)" \
+  '[ "$(head -c2 "$p" | od -An -tx1 | tr -d " ")" = 1f8b ] && [ "$(stat -c %a "$p")" = 640 ]'
+"$PPROF" -raw "$p" > "$tmp/by.raw" 2> "$tmp/by.raw.err"
+rc=$?
+check "pprof -raw accepts it ($(head -1 "$tmp/by.raw.err"))" '[ $rc -eq 0 ] && grep -q "^events/count" "$tmp/by.raw"'
+check "its samples add up to the session's hits ($hits)" '[ "$(raw_total "$p")" -eq "${hits:--1}" ] && [ "$hits" -gt 2000 ]'
+# The function with the most events at the leaf, from our JSON (symbols "f+0x../0x..").
+top_fn=$(j 'max(((sum(s["ref_count"] for s in d["stacks"] if s["symbols"][0].split("+")[0] == f), f) for f in {s["symbols"][0].split("+")[0] for s in d["stacks"]}))[1]' "$tmp/by/stack_map.json")
+top_n=$(j "sum(s['ref_count'] for s in d['stacks'] if s['symbols'][0].split('+')[0] == '$top_fn')" "$tmp/by/stack_map.json")
+"$PPROF" -top -nodecount=5 "$p" > "$tmp/by.top" 2> "$tmp/by.top.err"
+first=$(awk '/flat%/ {getline; print $NF, $1; exit}' "$tmp/by.top")
+check "pprof -top names the top kernel function, as our JSON counts it ('$first', want '$top_fn $top_n')" \
+  '[ "$first" = "$top_fn $top_n" ]'
+leaf=$(awk '/^#1 /{getline; print $1; exit}' "$tmp/by.out")
+leaf=${leaf%%+*}
+check "the leaf of --top's first stack ($leaf) is a function pprof -top lists" \
+  '[ -n "$leaf" ] && "$PPROF" -top -nodecount=100000 "$p" 2> /dev/null | grep -qE " $leaf\$"'
+check "the kernel mapping carries the build id of /sys/kernel/notes" \
+  'grep -q "\[kernel.kallsyms\]" "$tmp/by.raw" && grep -q "$(j "d[\"kernel\"][\"build_id\"]" "$tmp/by/stack_map.json")" "$tmp/by.raw"'
+"$PPROF" -proto "$p" > "$tmp/rt.pb.gz" 2> /dev/null
+rc=$?
+check "a pprof -proto round trip parses, same total" \
+  '[ $rc -eq 0 ] && "$PPROF" -raw "$tmp/rt.pb.gz" > /dev/null 2>&1 && [ "$(raw_total "$tmp/rt.pb.gz")" -eq "$hits" ]'
+zcat "$p" | protoc --decode=perftools.profiles.Profile -I "$PROTO_DIR" "$PROTO_DIR/profile.proto" \
+  > "$tmp/by.decoded" 2> "$tmp/by.decoded.err"
+rc=$?
+check "protoc --decode with pprof's profile.proto reads it ($(head -1 "$tmp/by.decoded.err"))" \
+  '[ $rc -eq 0 ] && grep -q "^string_table: \"\"" "$tmp/by.decoded" && [ "$(grep -c "^sample {" "$tmp/by.decoded")" -gt 0 ]'
+"$PPROF" -tags "$p" > "$tmp/by.tags" 2> /dev/null
+check "--by comm,pid: comm labels name the workload (pprof -tags)" \
+  'grep -qE "^ *comm: " "$tmp/by.tags" && grep -qE "[0-9] .*smtq_pp\$" "$tmp/by.tags"'
+check "--by comm,pid: pid is a numeric label with its unit (pprof -tags)" 'grep -qE "^ *pid: Total" "$tmp/by.tags"'
+smtq=$(j "sum(k['count'] for s in d['stacks'] for k in s['by'] if k.get('comm') == 'smtq_pp')" "$tmp/by/stack_map.json")
+"$PPROF" -proto -tagfocus=comm=smtq_pp "$p" > "$tmp/smtq.pb.gz" 2> /dev/null
+check "comm=smtq_pp samples (pprof -tagfocus) count its JSON events ($smtq, at least its 2000 stat()s)" \
+  '[ "$smtq" -ge 2000 ] && [ "$(raw_total "$tmp/smtq.pb.gz")" -eq "$smtq" ]'
+
+# --- 2. decode: from the JSON export (labels) and from FSMB (none) -----------
+"$BIN" decode "$tmp/by/stack_map.json" --pprof "$tmp/json.pb.gz" > /dev/null 2> "$tmp/json.err"
+rc=$?
+check "decode stack_map.json --pprof exits 0 ($(tail -1 "$tmp/json.err"))" '[ $rc -eq 0 ]'
+check "decode of the JSON: pprof -raw accepts it, same total ($hits)" \
+  '"$PPROF" -raw "$tmp/json.pb.gz" > /dev/null 2>&1 && [ "$(raw_total "$tmp/json.pb.gz")" -eq "$hits" ]'
+check "decode of the JSON: the same labels as the session's profile" \
+  'diff <("$PPROF" -tags "$tmp/json.pb.gz" 2> /dev/null) "$tmp/by.tags" > /dev/null'
+check "decode of the JSON: the same top function" \
+  '[ "$("$PPROF" -top -nodecount=5 "$tmp/json.pb.gz" 2> /dev/null | awk "/flat%/ {getline; print \$NF, \$1; exit}")" = "$first" ]'
+"$BIN" decode "$tmp/by/stack_map_bin" --pprof "$tmp/fsmb.pb.gz" > "$tmp/fsmb.out" 2> "$tmp/fsmb.err"
+rc=$?
+check "decode stack_map_bin --pprof exits 0, prints nothing else ($(tail -1 "$tmp/fsmb.err"))" '[ $rc -eq 0 ] && [ ! -s "$tmp/fsmb.out" ]'
+check "decode of FSMB: same total ($hits), no labels" \
+  '[ "$(raw_total "$tmp/fsmb.pb.gz")" -eq "$hits" ] && ! "$PPROF" -raw "$tmp/fsmb.pb.gz" 2> /dev/null | grep -q "labels:"'
+
+# --- 3. --profile HZ and --sum -------------------------------------------------
+session prof --profile 99
+ptotal=$(stat_of hits "$tmp/prof/stack_map_stat")
+"$PPROF" -raw "$tmp/prof.pb.gz" > "$tmp/prof.raw" 2> /dev/null
+check "--profile 99: samples/count and cpu/nanoseconds, period 10101010 ns" \
+  'grep -q "^samples/count cpu/nanoseconds" "$tmp/prof.raw" && grep -qE "^Period: 10101010\$" "$tmp/prof.raw"'
+check "--profile 99: samples add up to the hits ($ptotal), cpu time to hits x period" \
+  '[ "$ptotal" -gt 0 ] && [ "$(raw_total "$tmp/prof.pb.gz")" -eq "$ptotal" ] && [ "$(raw_total "$tmp/prof.pb.gz" 1)" -eq $((ptotal * 10101010)) ]'
+session sum -e kmem:kmem_cache_alloc --sum bytes_alloc
+bytes=$(j "sum(s['sum'] for s in d['stacks'])" "$tmp/sum/stack_map.json")
+check "--sum bytes_alloc: events/count and bytes_alloc/bytes" \
+  '"$PPROF" -raw "$tmp/sum.pb.gz" 2> /dev/null | grep -q "^events/count bytes_alloc/bytes"'
+check "--sum bytes_alloc: the weights add up to the JSON's sum ($bytes)" \
+  '[ "$bytes" -gt 0 ] && [ "$(raw_total "$tmp/sum.pb.gz" 1)" -eq "$bytes" ]'
+
+# --- 4. bad input -------------------------------------------------------------
+expect_error "cannot write in" "$BIN" --pprof /nonexistent/dir/p.pb.gz --duration 1
+expect_error "cannot write in" "$BIN" decode "$tmp/by/stack_map.json" --pprof /nonexistent/dir/p.pb.gz
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
