@@ -384,9 +384,20 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 
 	flags = wakeup_flags(cfg);
 	e = rec; /* every record starts with the event */
-	fill_event(e, p.idx, epoch, name, (__u32)cookie, event_weight(ctx, cookie));
+	fill_event(e, p.idx, epoch, name, SMT_COOKIE_SOURCE(cookie), event_weight(ctx, cookie));
 	if (trace) {
-		((struct smt_trace_record *)rec)->ts_ns = bpf_ktime_get_ns();
+		struct smt_trace_record *t = rec;
+		__u32 len = SMT_COOKIE_RAW_LEN(cookie);
+
+		t->ts_ns = bpf_ktime_get_ns();
+		/* ctx is the tracepoint's raw entry; the daemon sized len from its
+		 * format file (0 for -f and --profile sources). */
+		if (len > SMT_TRACE_RAW_MAX)
+			len = SMT_TRACE_RAW_MAX;
+		t->raw_len = 0;
+		t->reserved = 0;
+		if (len && !bpf_probe_read_kernel(t->raw, len, ctx))
+			t->raw_len = len;
 		bpf_ringbuf_submit(rec, flags);
 	} else if (submit_verify(cfg, buf, &p, e, flags)) {
 		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);

@@ -105,7 +105,7 @@ PerfLink Attachments::attach_tracepoint(const Tracepoint& tp) {
   // The cookie tells the shared program which source fired and where its
   // weight is.
   return attach_perf_event(object_.tracepoint_prog(), std::move(fd),
-                           SMT_COOKIE(source_of(tp.str()), tp.weight_field),
+                           SMT_COOKIE(source_of(tp.str()), tp.raw_len, tp.weight_field),
                            "tracepoint " + tp.str());
 }
 

@@ -30,6 +30,8 @@ void resolve_session_events(SessionConfig& sc, const std::string& events_dir) {
       tp.weight_field = SMT_WEIGHT_FIELD(f.offset, f.size, f.is_signed ? 1u : 0u);
     }
   }
+  if (sc.trace)
+    for (Tracepoint& tp : sc.events) tp.raw_len = trace_raw_len(read_event_format(events_dir, tp));
   if (sc.offcpu) {
     const EventFormat sched_switch =
         read_event_format(events_dir, Tracepoint{"sched", "sched_switch", 0});

@@ -45,17 +45,17 @@ Snapshot trace(TraceOptions options) {
   check_privileges();
   check_btf();
   const std::string events_dir = mount_tracefs_events();
+  options.session.trace = !options.trace_path.empty();
   resolve_session_events(options.session, events_dir);
   options.session.functions = resolve_functions(
       options.function_patterns, std::filesystem::path(events_dir).parent_path().string());
-  options.session.trace = !options.trace_path.empty();
   std::optional<TraceWriter> writer;
   if (options.session.trace) writer.emplace(options.trace_path);
 
   Foreground foreground;  // before loading: a Ctrl-C meanwhile is kept
   BpfSession session(options.session);
   if (writer) {
-    writer->set_sources(session.sources());
+    writer->set_sources(session.sources(), events_dir);
     session.set_trace_sink(
         [&](const smt_trace_record& r, const std::string& comm) { writer->write(r, comm); });
   }
