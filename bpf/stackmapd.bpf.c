@@ -270,7 +270,13 @@ static __always_inline __u64 event_weight(void *ctx, __u64 cookie)
 }
 
 /* Who and where, for an event of the current task. */
-static __always_inline void fill_event(struct smt_event_record *e, __u32 stack_id, __u32 epoch,
+static __always_inline __u64 cgroup_id(const volatile struct smt_config *cfg)
+{
+	return cfg->cgroup_ids ? bpf_get_current_cgroup_id() : 0;
+}
+
+static __always_inline void fill_event(const volatile struct smt_config *cfg,
+				       struct smt_event_record *e, __u32 stack_id, __u32 epoch,
 				       __u32 name, __u32 source, __u64 weight)
 {
 	__u64 id = bpf_get_current_pid_tgid();
@@ -279,7 +285,7 @@ static __always_inline void fill_event(struct smt_event_record *e, __u32 stack_i
 	e->epoch = epoch;
 	e->tgid = id >> 32;
 	e->tid = (__u32)id;
-	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->cgroup_id = cgroup_id(cfg);
 	e->weight = weight;
 	e->name = name;
 	e->source = source;
@@ -384,7 +390,7 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 
 	flags = wakeup_flags(cfg);
 	e = rec; /* every record starts with the event */
-	fill_event(e, p.idx, epoch, name, SMT_COOKIE_SOURCE(cookie), event_weight(ctx, cookie));
+	fill_event(cfg, e, p.idx, epoch, name, SMT_COOKIE_SOURCE(cookie), event_weight(ctx, cookie));
 	if (trace) {
 		struct smt_trace_record *t = rec;
 		__u32 len = SMT_COOKIE_RAW_LEN(cookie);
@@ -595,7 +601,7 @@ static __always_inline void switch_out(void *ctx, const volatile struct smt_conf
 		return;
 	}
 	s.ts_ns = now;
-	s.cgroup_id = bpf_get_current_cgroup_id();
+	s.cgroup_id = cgroup_id(cfg);
 	s.stack_id = p.idx;
 	s.epoch = epoch;
 	s.tgid = id >> 32;

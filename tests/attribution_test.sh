@@ -281,6 +281,19 @@ if start_workload sleep sleep 20 50; then
   check "--offcpu session exits 0 ($(tail -1 "$tmp/offcpu.err"))" '[ $rc -eq 0 ]'
   check "--offcpu: no block dropped ($(stat_of drops "$out/stack_map_stat"))" \
     '[ "$(stat_of drops "$out/stack_map_stat")" -eq 0 ]'
+
+  # A block still open when the session ends counts up to its end, as an event.
+  open_out=$tmp/offcpu_open
+  mkdir -p "$open_out"
+  sh -c 'sleep 0.5; exec sleep 30' &
+  sleeper=$!
+  timeout 20 "$BIN" --offcpu --pid $sleeper --duration 2 --output "$open_out" 2> "$tmp/open.err"
+  kill $sleeper 2> /dev/null
+  open=$(stat_of offcpu_open "$open_out/stack_map_stat")
+  check "--offcpu: the sleep still going at the end is counted (offcpu_open ${open:-none})" \
+    '[ "${open:-0}" -ge 1 ]'
+  check "--offcpu: and as an event (events = events_total = hits + drops)" \
+    '[ "$(stat_of events "$open_out/stack_map_stat")" = "$(stat_of events_total "$open_out/stack_map_stat")" ]'
   check "--offcpu: sources is [\"offcpu\"] ($(j sources "$out/stack_map.json"))" \
     '[ "$(j sources "$out/stack_map.json")" = "[\"offcpu\"]" ]'
   nanosleep='do_nanosleep|hrtimer_nanosleep|__x64_sys_clock_nanosleep'
@@ -352,6 +365,26 @@ check "--by pid,comm: no (stack, key) pair overflowed ($(j other "$out/stack_map
 problems=$(j check "$out/stack_map.json" pid,comm 0)
 check "--by pid,comm: entries are {pid, comm, count} and add up to each ref_count ($problems)" \
   '[ "$problems" = ok ]'
+
+# --- 4b. cgroups: a process in a cgroup of our own is counted under its path ---
+cg2=$(findmnt -n -t cgroup2 -o TARGET | head -n 1)
+cgname=smtq-attr-$$
+out=$tmp/cgroup
+mkdir -p "$out" "$cg2/$cgname"
+start_workload cgroup stat 2000
+echo $wpid > "$cg2/$cgname/cgroup.procs"
+timeout 20 "$BIN" -e kmem:kmem_cache_alloc --by cgroup --duration 3 --output "$out" 2> "$tmp/cgroup.err" &
+sp=$!
+wait_attached "$tmp/cgroup.err" $sp
+kill -USR1 $wpid
+wait $wpid
+wait $sp
+rmdir "$cg2/$cgname"
+n=$("$PY" -c 'import json, sys
+doc = json.load(open(sys.argv[1]))
+print(sum(b["count"] for s in doc["stacks"] for b in s.get("by", []) if b.get("cgroup") == sys.argv[2]))' \
+  "$out/stack_map.json" "/$cgname")
+check "--by cgroup: the workload's 2000 stat()s are under /$cgname ($n events)" '[ "${n:-0}" -ge 2000 ]'
 
 # --- 5. bad input ---------------------------------------------------------------
 # bad_input NAMED WORDS ARGS...: stackmapd ARGS --output DIR fails with one line

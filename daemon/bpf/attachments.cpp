@@ -26,6 +26,20 @@ uint64_t tracepoint_id(const Tracepoint& tp) {
   return id;
 }
 
+// One event on CPU 0 is enough: the program runs wherever the tracepoint fires.
+UniqueFd open_tracepoint(const Tracepoint& tp) {
+  perf_event_attr attr = {};
+  attr.size = sizeof(attr);
+  attr.type = PERF_TYPE_TRACEPOINT;
+  attr.config = tracepoint_id(tp);
+  attr.sample_period = 1;
+  UniqueFd fd = open_perf_event(&attr, 0);
+  if (!fd)
+    throw Error("cannot open tracepoint " + tp.str() + ": " + std::strerror(errno) +
+                ": needs CAP_PERFMON (or root)");
+  return fd;
+}
+
 }  // namespace
 
 Attachments::Attachments(const BpfObject& object, const SessionConfig& config)
@@ -92,37 +106,17 @@ uint32_t Attachments::source_of(const std::string& name) {
 }
 
 PerfLink Attachments::attach_tracepoint(const Tracepoint& tp) {
-  perf_event_attr attr = {};
-  attr.size = sizeof(attr);
-  attr.type = PERF_TYPE_TRACEPOINT;
-  attr.config = tracepoint_id(tp);
-  attr.sample_period = 1;
-  // One event on CPU 0 is enough: the program runs wherever the tracepoint fires.
-  UniqueFd fd = open_perf_event(&attr, 0);
-  if (!fd)
-    throw Error("cannot open tracepoint " + tp.str() + ": " + std::strerror(errno) +
-                ": needs CAP_PERFMON (or root)");
   // The cookie tells the shared program which source fired and where its
   // weight is.
-  return attach_perf_event(object_.tracepoint_prog(), std::move(fd),
+  return attach_perf_event(object_.tracepoint_prog(), open_tracepoint(tp),
                            SMT_COOKIE(source_of(tp.str()), tp.raw_len, tp.weight_field),
                            "tracepoint " + tp.str());
 }
 
 PerfLink Attachments::attach_offcpu() const {
   if (object_.offcpu_prog() < 0) return {};
-  const Tracepoint sched_switch{"sched", "sched_switch", 0};
-  perf_event_attr attr = {};
-  attr.size = sizeof(attr);
-  attr.type = PERF_TYPE_TRACEPOINT;
-  attr.config = tracepoint_id(sched_switch);
-  attr.sample_period = 1;
-  UniqueFd fd = open_perf_event(&attr, 0);
-  if (!fd)
-    throw Error(std::string("--offcpu: cannot open tracepoint sched:sched_switch: ") +
-                std::strerror(errno) + ": needs CAP_PERFMON (or root)");
-  return attach_perf_event(object_.offcpu_prog(), std::move(fd), offcpu_source_,
-                           "--offcpu on sched:sched_switch");
+  return attach_perf_event(object_.offcpu_prog(), open_tracepoint({"sched", "sched_switch", 0}),
+                           offcpu_source_, "--offcpu on sched:sched_switch");
 }
 
 std::vector<PerfLink> Attachments::attach_profile() const {

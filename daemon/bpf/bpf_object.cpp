@@ -33,6 +33,7 @@ smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_byt
   s.min_block_ns = c.offcpu ? c.offcpu->min_block_ns : 0;
   s.next_pid_offset = c.offcpu ? c.offcpu->next_pid_offset : 0;
   s.prev_state_offset = c.offcpu ? c.offcpu->prev_state_offset : 0;
+  s.cgroup_ids = c.keys.has(KeyField::cgroup) || c.keys.has(KeyField::unit);
   return s;
 }
 
@@ -94,6 +95,8 @@ bool BpfObject::load_own(const SessionConfig& config) {
   bpf_map__set_max_entries(skel_->maps.slots, 2u << bits_);
   bpf_map__set_max_entries(skel_->maps.pool, 1u << bits_);
   bpf_map__set_max_entries(skel_->maps.ids, config.ringbuf_bytes);
+  // Preallocated: without --offcpu its 16384 threads' room would be kernel memory for nothing.
+  if (!config.offcpu) bpf_map__set_max_entries(skel_->maps.offcpu_start, 1);
 
   bool take_over = false;
   if (!pin_dir_.empty()) {

@@ -30,8 +30,11 @@ RingConsumer::RingConsumer(int ring_fd, const TableView& table, StackStore& stor
       producer_page_(ring_fd, page_size(), PROT_READ, page_size(),
                      "the BPF ring buffer's producer page (the kernel must be 5.8+)"),
       ring_(ring_buffer__new(ring_fd, on_record, this, nullptr)),
-      unnamed_(store.strings().intern("[unnamed]")) {
-  if (store.keys().has(KeyField::cgroup) || store.keys().has(KeyField::unit)) cgroups_.emplace();
+      unnamed_(store.strings().intern("[unnamed]")),
+      needs_comm_(store.keys().has(KeyField::comm)),
+      needs_cgroup_(store.keys().has(KeyField::cgroup)),
+      needs_unit_(store.keys().has(KeyField::unit)) {
+  if (needs_cgroup_ || needs_unit_) cgroups_.emplace();
   if (!ring_)
     throw Error("cannot set up the ring-buffer consumer: " + std::string(std::strerror(errno)));
 }
@@ -60,13 +63,12 @@ bool RingConsumer::count_event(const smt_event_record& e) {
 }
 
 EventKey RingConsumer::key_of(const smt_event_record& e) {
-  const KeySpec& keys = store_.keys();
   EventKey k;
   k.pid = e.tgid;
   k.tid = e.tid;
   k.source = e.source;
   k.cpu = e.cpu;
-  if (keys.has(KeyField::comm)) {
+  if (needs_comm_) {
     // Runs of one thread's events are the common case: no lookup for them.
     if (e.name != last_name_.first || !last_name_.second) {
       auto it = names_.find(e.name);
@@ -74,8 +76,8 @@ EventKey RingConsumer::key_of(const smt_event_record& e) {
     }
     k.comm = last_name_.second;
   }
-  if (keys.has(KeyField::cgroup)) k.cgroup = cgroup_string(e.cgroup_id, false);
-  if (keys.has(KeyField::unit)) k.unit = cgroup_string(e.cgroup_id, true);
+  if (needs_cgroup_) k.cgroup = cgroup_string(e.cgroup_id, false);
+  if (needs_unit_) k.unit = cgroup_string(e.cgroup_id, true);
   return k;
 }
 
@@ -188,6 +190,7 @@ void RingConsumer::add_counts(TableStats& s) const {
   s.counters[SMC_HITS] += open_blocks_;
   s.counters[SMC_INSERTS] += open_inserts_;
   s.offcpu_open += open_blocks_;
+  s.events_total += open_blocks_;
 }
 
 }  // namespace stackmapd

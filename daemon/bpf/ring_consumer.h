@@ -75,7 +75,9 @@ class RingConsumer {
   std::unordered_map<uint32_t, uint32_t> names_;
   uint32_t unnamed_;
   std::pair<uint32_t, uint32_t> last_name_;  // the last lookup; string id 0: none yet
-  std::optional<CgroupNames> cgroups_;       // only with --by cgroup or unit: it walks cgroupfs
+  // What the store's keys need resolved, asked once: the hot path tests a bool.
+  bool needs_comm_, needs_cgroup_, needs_unit_;
+  std::optional<CgroupNames> cgroups_;  // only with --by cgroup or unit: it walks cgroupfs
   // cgroup id -> string ids of its path and its systemd unit.
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cgroup_strings_;
   std::pair<uint64_t, const std::pair<uint32_t, uint32_t>*> last_cgroup_ = {0, nullptr};

@@ -18,9 +18,9 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
     return opt;
   };
   shown(app.add_option("-e,--event", o.events,
-                       fg ? "Tracepoint CATEGORY:NAME to record stacks on (repeatable; default "
-                            "kmem:kmem_cache_alloc)"
-                          : "Tracepoints CATEGORY:NAME (repeatable)"));
+                       fg ? "Tracepoint CATEGORY:NAME to record stacks on (repeatable, globs like "
+                            "'kmem:*'; default kmem:kmem_cache_alloc)"
+                          : "Tracepoints CATEGORY:NAME (repeatable, globs like 'kmem:*')"));
   if (fg) {
     app.add_option(
         "-f,--function", o.functions,

@@ -118,7 +118,8 @@ struct smt_config {
 	/* --offcpu: offsets of sched_switch's next_pid and prev_state fields */
 	__u16 next_pid_offset;
 	__u16 prev_state_offset;
-	__u32 reserved;
+	/* --by cgroup/unit: send cgroup ids; off, kernels without cgroups load us */
+	__u32 cgroup_ids;
 };
 
 /* The table size of the object shipped for bpfloader, which sizes maps from
