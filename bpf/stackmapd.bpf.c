@@ -390,7 +390,8 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 
 	flags = wakeup_flags(cfg);
 	e = rec; /* every record starts with the event */
-	fill_event(cfg, e, p.idx, epoch, name, SMT_COOKIE_SOURCE(cookie), event_weight(ctx, cookie));
+	fill_event(cfg, e, p.idx, epoch, name, SMT_COOKIE_SOURCE(cookie),
+		   event_weight(ctx, cookie));
 	if (trace) {
 		struct smt_trace_record *t = rec;
 		__u32 len = SMT_COOKIE_RAW_LEN(cookie);

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-// --trace: each event as ftrace prints it, formatted from the event's raw
-// record with libtraceevent and the tracepoint's format file, then its stack
-// as an entry of its own, as the RFC prints it, e.g.
+// --trace: each event as ftrace prints it (EventPrinter), then its stack as
+// an entry of its own, as the RFC's kernel path prints it, e.g.
 //   wl-1234    [001] .....  5123.456789: kmem_cache_alloc: call_site=... ptr=...
 //   wl-1234    [001] .....  5123.456789: <stack_id 31436>
 // A <stack_id N> resolves against the stack_map export of the same session.
@@ -16,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/export/event_printer.h"
 #include "stackmapd/abi.h"
 
 namespace stackmapd {
@@ -37,17 +37,14 @@ class TraceWriter {
   void finish();  // flushes; throws Error if anything failed to reach the file
   uint64_t lines() const { return lines_; }  // events written (two lines each)
 
-  // The event's line: "comm-tid [cpu] ..... secs: " then `body`.
+  // The context both lines of an event start with: "comm-tid [cpu] ..... secs: ".
   static std::string prefix(const smt_trace_record& r, const std::string& comm);
 
  private:
-  struct Formatter;
-  std::string body(const smt_trace_record& r, const std::string& source);
-
   std::string path_;
   FILE* out_;
   std::vector<std::string> sources_;
-  std::unique_ptr<Formatter> formatter_;
+  std::unique_ptr<EventPrinter> printer_;
   uint64_t lines_ = 0;
 };
 
