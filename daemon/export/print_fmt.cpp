@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/export/print_fmt.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 namespace stackmapd {
