@@ -60,7 +60,7 @@ for e in "${EVENTS[@]}"; do
 done
 
 "$BIN" -e kmem:kmem_cache_alloc -e sched:sched_switch --pid "$workload_pid" \
-  --trace "$tmp/ours.txt" > "$tmp/run.out" 2> "$tmp/run.err" &
+  --trace "$tmp/ours.txt" --output "$tmp/out" > "$tmp/run.out" 2> "$tmp/run.err" &
 tracer_pid=$!
 for _ in $(seq 100); do
   grep -q "tracing " "$tmp/run.err" && break
@@ -92,17 +92,23 @@ for e in "${EVENTS[@]}"; do
   check "ftrace recorded $name events of the workload" \
     'grep -q "\-$pid .*: $name: " "$tmp/ftrace.txt"'
 done
-check "--trace reads alike with the instance's trace, line by line" \
-  '"$PY" "$COMPARE" "$tmp/ours.txt" "$tmp/ftrace.txt" "$pid" > "$tmp/compare.out"; r=$?; cat "$tmp/compare.out"; [ $r -eq 0 ]'
+check "--trace reads alike with the instance's trace, line by line, stacks too" \
+  '"$PY" "$COMPARE" "$tmp/ours.txt" "$tmp/ftrace.txt" "$pid" "$tmp/out/stack_map" > "$tmp/compare.out"; r=$?; cat "$tmp/compare.out"; [ $r -eq 0 ]'
 
 # The comparison can fail: one field printed as libtraceevent does unaided
-# (%p with 0x), and one event's line lost.
+# (%p with 0x), one event's line lost, one stack_id pointing elsewhere.
 sed '0,/ ptr=/s/ ptr=/ ptr=0x/' "$tmp/ours.txt" > "$tmp/broken_ptr.txt"
 check "a field printed otherwise fails the comparison" \
   '! "$PY" "$COMPARE" "$tmp/broken_ptr.txt" "$tmp/ftrace.txt" "$pid" > /dev/null'
 sed '1d' "$tmp/ours.txt" > "$tmp/broken_lost.txt"
 check "a lost line fails the comparison" \
   '! "$PY" "$COMPARE" "$tmp/broken_lost.txt" "$tmp/ftrace.txt" "$pid" > /dev/null'
+
+first=$(grep -om1 "<stack_id [0-9]*>" "$tmp/ours.txt")
+other=$(grep -o "<stack_id [0-9]*>" "$tmp/ours.txt" | grep -vxm1 "$first")
+sed "0,/$first/s/$first/$other/" "$tmp/ours.txt" > "$tmp/broken_stack.txt"
+check "a <stack_id N> of another stack fails the comparison" \
+  '! "$PY" "$COMPARE" "$tmp/broken_stack.txt" "$tmp/ftrace.txt" "$pid" "$tmp/out/stack_map" > /dev/null'
 
 [ "$failures" -eq 0 ] || { echo "$failures failures"; exit 1; }
 echo "all trace layout checks passed"
