@@ -20,7 +20,7 @@ workload_pid=
 tracer_pid=
 cleanup() {
   [ -n "$tracer_pid" ] && kill "$tracer_pid" 2> /dev/null
-  [ -n "$workload_pid" ] && { echo > "$tmp/done"; } 2> /dev/null
+  [ -n "$workload_pid" ] && kill "$workload_pid" 2> /dev/null
   [ -n "$inst" ] && { echo 0 > "$inst/tracing_on"; rmdir "$inst"; }
   rm -rf "$tmp"
 }
