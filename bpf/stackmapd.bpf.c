@@ -1,22 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * stackmapd's event path: capture the kernel stack, find or insert it in the
- * shared lock-free table (include/stackmapd/stack_table.h), and send its id
- * with who caused it (struct smt_event_record) to the daemon through a ring
- * buffer; a thread name goes once, the first time it is seen.
+ * stackmapd's event path: capture the kernel stack, cut the tracing
+ * machinery's own leading frames, find or insert it in the shared lock-free
+ * table (include/stackmapd/stack_table.h), and count the event with who
+ * caused it in this CPU's batch (struct smt_batch): an event whose key is
+ * already there costs no ring-buffer record and writes no line another CPU
+ * shares. A batch entry goes to the daemon only to make room for another key
+ * (smt_count_record); the daemon reads the rest in place. A stack the table
+ * cannot take goes whole (smt_stack_record); a thread name once, the first
+ * time it is seen.
  *
  * Order matters:
- *  1. announce a new thread name, then reserve the event's record before
- *     its stack is looked up, so a stack's ref_count is only incremented for
- *     an event whose id is then certainly delivered (the RFC counted hits
- *     for events it never recorded);
+ *  1. announce a new thread name before any record or batch entry uses it;
  *  2. read the reset state once; the daemon's reset waits out every program
  *     that may have read it live with an RCU grace period (membarrier), so
- *     the event path needs no barrier of its own (daemon/bpf/table_reset.cpp);
+ *     the event path needs no barrier of its own for it
+ *     (daemon/bpf/table_reset.cpp);
  *  3. every event then ends in SMC_HITS or exactly one SMC_DROP_* counter of
- *     the epoch it read.
- * Counters are per CPU and per nesting level, so plain increments are exact:
- * a program that interrupts another on the same CPU counts in its own level.
+ *     the epoch it read, written with the event's batch entry in one seqlock
+ *     window, so a snapshot's counters and counts agree exactly.
+ * Batches are per CPU and per nesting level, so their one writer needs no
+ * atomics but the seqlock's: a program that interrupts another on the same
+ * CPU writes in its own level.
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
@@ -65,19 +70,23 @@ struct {
 	__uint(max_entries, SMT_SIZED(1, 1U << SMT_BPFLOADER_BITS)); /* 2^bits */
 } pool SEC(".maps");
 
+/* Index cpu * SMT_MAX_NEST + level; mmapped by the daemon, which reads the
+ * counts in place (struct smt_batch). */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
-	__type(value, struct smt_cpu_counters);
-	__uint(max_entries, SMT_MAX_NEST);
-} counters SEC(".maps");
+	__type(value, struct smt_batch);
+	__uint(max_entries, SMT_SIZED(1, SMT_BPFLOADER_CPUS *SMT_MAX_NEST));
+} batches SEC(".maps");
 
 /* 512 bytes of frames do not fit beside the rest on the 512-byte BPF stack.
  * One buffer per CPU and nesting level: an fentry program may run inside a
  * tracepoint program's event, and a sampling one inside either. */
 struct stack_buf {
-	/* One frame more than is kept: a full buffer means a deeper stack. */
-	__u64 ips[SMT_MAX_DEPTH + 1];
+	/* Room for the frames cut (SMT_MAX_STRIP_FRAMES) and one frame more
+	 * than is kept: a full buffer means a deeper stack. */
+	__u64 ips[SMT_MAX_STRIP_FRAMES + SMT_MAX_DEPTH + 1];
 	__u32 verify_countdown;
 };
 
@@ -217,36 +226,58 @@ static __always_inline enum smt_counter drop_counter(enum smt_status s)
 	}
 }
 
-/* The thread's name id, announcing a name seen for the first time. Called
- * before the event's own record is reserved, so the announcement comes
- * first in the ring. 0 when the name cannot be kept (counted). */
-static __always_inline __u32 thread_name(struct smt_globals *g, __u64 *cnt)
+/* What an event learnt before its batch is written, counted there. */
+struct event_facts {
+	__u64 ring_bytes; /* a thread name announced */
+	__u32 names_full;
+	__u32 truncated;
+};
+
+/* The thread's name id, announcing a name seen for the first time before
+ * anything that uses it. 0 when the name cannot be kept (counted). The batch
+ * remembers the last name: a run of one thread's events needs no lookup. */
+static __always_inline __u32 thread_name(struct smt_globals *g, struct smt_batch *b,
+					 struct event_facts *f)
 {
+	const __u64 *last = (const __u64 *)&b->last_comm;
+	union {
+		struct smt_comm comm;
+		__u64 words[2];
+	} key = {};
 	struct smt_name_record *rec;
-	struct smt_comm key = {};
 	__u32 *known, id;
 
-	bpf_get_current_comm(key.comm, sizeof(key.comm));
-	known = bpf_map_lookup_elem(&names, &key);
-	if (known)
-		return *known;
+	bpf_get_current_comm(key.comm.comm, sizeof(key.comm.comm));
+	if (b->last_name && key.words[0] == last[0] && key.words[1] == last[1])
+		return b->last_name;
+	known = bpf_map_lookup_elem(&names, &key.comm);
+	if (known) {
+		id = *known;
+		goto remember;
+	}
 	rec = bpf_ringbuf_reserve(&ids, sizeof(*rec), 0);
 	if (!rec)
-		return 0; /* the event's own record will not fit either */
+		return 0; /* the event's own record would not fit either */
 	id = __sync_fetch_and_add(&g->shared.next_name, 1) + 1;
-	if (bpf_map_update_elem(&names, &key, &id, BPF_NOEXIST)) {
+	if (bpf_map_update_elem(&names, &key.comm, &id, BPF_NOEXIST)) {
 		/* Another CPU announced it first, or the map is full. */
 		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
-		known = bpf_map_lookup_elem(&names, &key);
-		if (known)
-			return *known;
-		count(cnt, SMC_NAMES_FULL);
-		return 0;
+		known = bpf_map_lookup_elem(&names, &key.comm);
+		if (!known) {
+			f->names_full = 1;
+			return 0;
+		}
+		id = *known;
+		goto remember;
 	}
 	rec->name = id;
 	rec->reserved = 0;
-	__builtin_memcpy(rec->comm, key.comm, sizeof(rec->comm));
+	__builtin_memcpy(rec->comm, key.comm.comm, sizeof(rec->comm));
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	f->ring_bytes += sizeof(*rec) + BPF_RINGBUF_HDR_SZ;
+remember:
+	b->last_comm = key.comm;
+	b->last_name = id;
 	return id;
 }
 
@@ -299,53 +330,71 @@ static __always_inline __u64 wakeup_flags(const volatile struct smt_config *cfg)
 		       BPF_RB_NO_WAKEUP;
 }
 
-/* Sends the captured frames with the event, 1 in verify_every events.
- * Returns 0 when the plain record is to be sent instead. */
-static __always_inline int submit_verify(const volatile struct smt_config *cfg,
-					 struct stack_buf *buf, struct smt_probe *p,
-					 const struct smt_event_record *e, __u64 flags)
+/* Whether ip lies in one of the machinery's ranges: a binary search of the
+ * sorted ranges, after one compare for the common ip outside all of them. */
+static __always_inline int machinery_frame(const volatile struct smt_config *cfg, __u64 ip)
 {
-	struct smt_verify_record *v;
-	__u32 every = cfg->verify_every;
+	__u32 lo = 0, hi = cfg->strip_nr, mid;
 
-	if (!every || ++buf->verify_countdown < every)
+	if (!hi || hi > SMT_MAX_STRIP || ip < cfg->strip[0].start || ip >= cfg->strip[hi - 1].end)
 		return 0;
-	buf->verify_countdown = 0;
-	v = bpf_ringbuf_reserve(&ids, sizeof(*v), 0);
-	if (!v)
-		return 0;
-	v->event = *e;
-	v->nr = p->nr;
-	v->reserved = 0;
-	__builtin_memcpy(v->ips, buf->ips, sizeof(v->ips));
-	bpf_ringbuf_submit(v, flags);
-	return 1;
+	for (int i = 0; i < 10; i++) { /* 2^10 > SMT_MAX_STRIP */
+		if (lo >= hi)
+			break;
+		mid = (lo + hi) / 2;
+		if (mid >= SMT_MAX_STRIP)
+			break;
+		if (ip < cfg->strip[mid].start)
+			hi = mid;
+		else if (ip >= cfg->strip[mid].end)
+			lo = mid + 1;
+		else
+			return 1;
+	}
+	return 0;
 }
 
-/* The record's size must be a constant the verifier sees on each path. */
-static __always_inline void *reserve_record(__u32 trace)
+/* Cuts the leading frames of the tracing machinery (abi.h), keeping one
+ * frame at least. Returns the frames left. */
+static __always_inline __u32 cut_machinery(const volatile struct smt_config *cfg,
+					   struct stack_buf *buf, __u32 nr)
 {
-	if (trace)
-		return bpf_ringbuf_reserve(&ids, sizeof(struct smt_trace_record), 0);
-	return bpf_ringbuf_reserve(&ids, sizeof(struct smt_event_record), 0);
+	__u32 cut = 0;
+
+	for (int i = 0; i < SMT_MAX_STRIP_FRAMES; i++) {
+		if (cut + 1 >= nr || !machinery_frame(cfg, buf->ips[cut]))
+			break;
+		cut++;
+	}
+	if (!cut)
+		return nr;
+	for (__u32 k = 0; k < SMT_MAX_DEPTH + 1; k++) {
+		if (k + cut >= nr)
+			break;
+		buf->ips[k] = buf->ips[k + cut];
+	}
+	return nr - cut;
 }
 
 /* Captures the current stack into buf and finds or inserts it. Returns the
  * drop counter of an event that ends here, or SMC_HITS. */
 static __always_inline enum smt_counter capture(void *ctx, const volatile struct smt_config *cfg,
 						struct smt_globals *g, struct stack_buf *buf,
-						__u32 skip, __u64 *cnt, struct smt_probe *p)
+						__u32 skip, struct event_facts *f,
+						struct smt_probe *p)
 {
 	long len = bpf_get_stack(ctx, buf->ips, sizeof(buf->ips), skip & BPF_F_SKIP_FIELD_MASK);
 	__u32 nr;
 
+	p->status = SMT_PROBING;
+	p->nr = 0;
 	if (len < (long)sizeof(__u64))
 		return len == 0 ? SMC_DROP_NO_KERNEL_STACK : SMC_DROP_STACK_ERROR;
-	nr = len / sizeof(__u64);
+	nr = cut_machinery(cfg, buf, len / sizeof(__u64));
 	if (nr > SMT_MAX_DEPTH) {
 		/* The RFC keeps the innermost frames of a deeper stack. */
 		nr = SMT_MAX_DEPTH;
-		count(cnt, SMC_TRUNCATED);
+		f->truncated = 1;
 	}
 	smt_probe_init(p, &g->shared, buf->ips, nr, cfg->table_bits, g->shared.hash_seed);
 	probe_table(p);
@@ -355,75 +404,194 @@ static __always_inline enum smt_counter capture(void *ctx, const volatile struct
 	return SMC_HITS;
 }
 
+/* In the write window. */
+static __always_inline void count_facts(struct smt_batch *b, __u64 *cnt,
+					const struct event_facts *f)
+{
+	b->counters.ring_bytes += f->ring_bytes;
+	if (f->names_full)
+		count(cnt, SMC_NAMES_FULL);
+	if (f->truncated)
+		count(cnt, SMC_TRUNCATED);
+}
+
+/* The batch's seqlock (abi.h): xchg is fully ordered on every JIT. */
+static __always_inline void batch_write_begin(struct smt_batch *b)
+{
+	__sync_lock_test_and_set(&b->seq, b->seq + 1);
+}
+
+static __always_inline void batch_write_end(struct smt_batch *b)
+{
+	__sync_lock_test_and_set(&b->seq, b->seq + 1);
+}
+
+/* Every field but the weight. */
+static __always_inline int same_key(const struct smt_event_record *a,
+				    const struct smt_event_record *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[4] == y[4];
+}
+
+static __always_inline __u32 entry_of(const struct smt_event_record *e)
+{
+	return ((e->stack_id ^ e->tid * 0x9e3779b1U ^ e->source) * 0x85ebca6bU) >>
+	       (32 - SMT_BATCH_BITS);
+}
+
+/* In the batch's write window: counts e in its entry, sending the entry's
+ * earlier key to the daemon to make room. An entry of an ended epoch went
+ * with its reset: it is overwritten. */
+static __always_inline enum smt_counter add_to_batch(const volatile struct smt_config *cfg,
+						     struct smt_batch *b, __u32 batch,
+						     const struct smt_event_record *e)
+{
+	struct smt_batch_entry *slot = &b->entries[entry_of(e) & (SMT_BATCH_ENTRIES - 1)];
+	struct smt_count_record *rec;
+
+	if (slot->count && same_key(&slot->event, e) && slot->count != 0xffffffffU) {
+		slot->count++;
+		slot->event.weight += e->weight;
+		return SMC_HITS;
+	}
+	if (slot->count && slot->event.epoch == e->epoch) {
+		rec = bpf_ringbuf_reserve(&ids, sizeof(*rec), 0);
+		if (!rec)
+			return SMC_DROP_RINGBUF_FULL;
+		rec->event = slot->event;
+		rec->count = slot->count;
+		rec->seq = SMT_BATCH_SEQ(batch, ++b->sent);
+		bpf_ringbuf_submit(rec, wakeup_flags(cfg));
+		b->counters.ring_bytes += sizeof(*rec) + BPF_RINGBUF_HDR_SZ;
+	}
+	slot->event = *e;
+	slot->count = 1;
+	return SMC_HITS;
+}
+
+/* In the write window: a stack with its frames (abi.h, smt_stack_record):
+ * count 1 for an event the table could not take, 0 for a --verify sample. */
+static __always_inline int send_stack(const volatile struct smt_config *cfg, struct smt_batch *b,
+				      __u32 batch, const struct smt_event_record *e, __u32 count,
+				      const struct stack_buf *buf, __u32 nr)
+{
+	struct smt_stack_record *r = bpf_ringbuf_reserve(&ids, sizeof(*r), 0);
+
+	if (!r)
+		return 0;
+	r->counts.event = *e;
+	r->counts.count = count;
+	r->counts.seq = count ? SMT_BATCH_SEQ(batch, ++b->sent) : 0;
+	r->nr = nr;
+	r->reserved = 0;
+	__builtin_memcpy(r->ips, buf->ips, sizeof(r->ips));
+	bpf_ringbuf_submit(r, wakeup_flags(cfg));
+	b->counters.ring_bytes += sizeof(*r) + BPF_RINGBUF_HDR_SZ;
+	return 1;
+}
+
+/* In the write window, --trace: a record per event, in time order, with
+ * the first raw_len bytes of ctx, the tracepoint's raw entry (the daemon
+ * sized raw_len from its format file; 0 for -f and --profile sources). */
+static __always_inline enum smt_counter send_trace(const volatile struct smt_config *cfg,
+						   struct smt_batch *b,
+						   const struct smt_event_record *e, void *ctx,
+						   __u32 raw_len)
+{
+	struct smt_trace_record *t = bpf_ringbuf_reserve(&ids, sizeof(*t), 0);
+
+	if (!t)
+		return SMC_DROP_RINGBUF_FULL;
+	t->event = *e;
+	t->ts_ns = bpf_ktime_get_ns();
+	if (raw_len > SMT_TRACE_RAW_MAX)
+		raw_len = SMT_TRACE_RAW_MAX;
+	t->raw_len = 0;
+	t->reserved = 0;
+	if (raw_len && !bpf_probe_read_kernel(t->raw, raw_len, ctx))
+		t->raw_len = raw_len;
+	bpf_ringbuf_submit(t, wakeup_flags(cfg));
+	b->counters.ring_bytes += sizeof(*t) + BPF_RINGBUF_HDR_SZ;
+	return SMC_HITS;
+}
+
+/* In the write window: where a captured event goes. Returns its outcome. */
+static __always_inline enum smt_counter deliver(const volatile struct smt_config *cfg,
+						struct smt_batch *b, __u32 batch,
+						struct smt_event_record *e, struct stack_buf *buf,
+						const struct smt_probe *p, enum smt_counter outcome,
+						__u64 *cnt, void *ctx, __u32 raw_len)
+{
+	__u32 every = cfg->verify_every;
+
+	if (outcome == SMC_DROP_POOL_FULL || outcome == SMC_DROP_PROBE_LIMIT ||
+	    outcome == SMC_DROP_BUSY) {
+		/* Not in the table, not lost: the daemon keeps it whole. */
+		e->stack_id = SMT_NO_STACK_ID;
+		if (!send_stack(cfg, b, batch, e, 1, buf, p->nr))
+			return SMC_DROP_RINGBUF_FULL;
+		count(cnt, SMC_SENT_WHOLE);
+		return outcome;
+	}
+	if (outcome != SMC_HITS)
+		return outcome;
+	if (cfg->trace_records)
+		return send_trace(cfg, b, e, ctx, raw_len);
+	if (every && ++buf->verify_countdown >= every) {
+		buf->verify_countdown = 0;
+		send_stack(cfg, b, batch, e, 0, buf, p->nr);
+	}
+	return add_to_batch(cfg, b, batch, e);
+}
+
 static __always_inline int record_in(void *ctx, const volatile struct smt_config *cfg,
 				     struct smt_globals *g, struct stack_buf *buf, __u64 cookie,
-				     __u32 skip, struct smt_cpu_counters *cpu)
+				     __u32 skip, struct smt_batch *b, __u32 batch)
 {
-	__u32 state, epoch, name, trace = cfg->trace_records;
-	struct smt_event_record *e;
+	__u32 state, epoch, name;
+	struct event_facts f = {};
+	struct smt_event_record e;
 	enum smt_counter outcome;
 	struct smt_probe p;
-	__u64 flags, *cnt;
-	void *rec;
+	__u64 *cnt;
 
 	state = *(volatile __u32 *)&g->shared.state;
 	epoch = SMT_STATE_EPOCH(state);
-	cnt = cpu->epoch[epoch & 1];
-	name = thread_name(g, cnt);
-	rec = reserve_record(trace);
-	cpu->events++;
-	if (!rec) {
-		count(cnt, SMC_DROP_RINGBUF_FULL);
-		return 0;
-	}
-	if (state & SMT_STATE_RESETTING) {
-		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
-		count(cnt, SMC_DROP_RESETTING);
-		return 0;
-	}
-	outcome = capture(ctx, cfg, g, buf, skip, cnt, &p);
-	if (outcome != SMC_HITS) {
-		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
-		count(cnt, outcome);
-		return 0;
-	}
-
-	flags = wakeup_flags(cfg);
-	e = rec; /* every record starts with the event */
-	fill_event(cfg, e, p.idx, epoch, name, SMT_COOKIE_SOURCE(cookie),
+	name = thread_name(g, b, &f);
+	p.status = SMT_PROBING;
+	p.nr = 0;
+	p.idx = SMT_NO_STACK_ID;
+	if (state & SMT_STATE_RESETTING)
+		outcome = SMC_DROP_RESETTING;
+	else
+		outcome = capture(ctx, cfg, g, buf, skip, &f, &p);
+	fill_event(cfg, &e, p.idx, epoch, name, SMT_COOKIE_SOURCE(cookie),
 		   event_weight(ctx, cookie));
-	if (trace) {
-		struct smt_trace_record *t = rec;
-		__u32 len = SMT_COOKIE_RAW_LEN(cookie);
 
-		t->ts_ns = bpf_ktime_get_ns();
-		/* ctx is the tracepoint's raw entry; the daemon sized len from its
-		 * format file (0 for -f and --profile sources). */
-		if (len > SMT_TRACE_RAW_MAX)
-			len = SMT_TRACE_RAW_MAX;
-		t->raw_len = 0;
-		t->reserved = 0;
-		if (len && !bpf_probe_read_kernel(t->raw, len, ctx))
-			t->raw_len = len;
-		bpf_ringbuf_submit(rec, flags);
-	} else if (submit_verify(cfg, buf, &p, e, flags)) {
-		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
-	} else {
-		bpf_ringbuf_submit(rec, flags);
-	}
-	count(cnt, SMC_HITS);
-	if (p.status == SMT_INSERTED)
+	batch_write_begin(b);
+	cnt = b->counters.epoch[epoch & 1];
+	b->counters.events++;
+	count_facts(b, cnt, &f);
+	outcome =
+		deliver(cfg, b, batch, &e, buf, &p, outcome, cnt, ctx, SMT_COOKIE_RAW_LEN(cookie));
+	count(cnt, outcome);
+	if (outcome == SMC_HITS && p.status == SMT_INSERTED)
 		count(cnt, SMC_INSERTS);
+	batch_write_end(b);
 	return 0;
 }
 
-/* The nesting level's buffers for one program run, or NULL when programs
- * nest deeper than any context can (counted, atomically, in the last level,
- * which its rightful user may be updating). Pair with leave_level(). */
+/* The nesting level's buffer and batch for one program run, or NULL when
+ * programs nest deeper than any context can (counted, atomically, in the
+ * last level, which its rightful user may be updating). Pair with
+ * leave_level(). */
 static __always_inline __u32 *enter_level(struct smt_globals *g, struct stack_buf **buf,
-					  struct smt_cpu_counters **cpu)
+					  struct smt_batch **b, __u32 *batch)
 {
-	__u32 zero = 0, level, last = SMT_MAX_NEST - 1, *depth;
+	__u32 zero = 0, level, cpu = bpf_get_smp_processor_id(), last, *depth;
+	struct smt_batch *full;
 
 	depth = bpf_map_lookup_elem(&nesting, &zero);
 	if (!depth)
@@ -431,15 +599,18 @@ static __always_inline __u32 *enter_level(struct smt_globals *g, struct stack_bu
 	/* Plain increments are enough: whatever interrupts us on this CPU
 	 * restores the depth before we resume. */
 	level = (*depth)++;
+	*batch = cpu * SMT_MAX_NEST + level;
 	*buf = bpf_map_lookup_elem(&scratch, &level);
-	*cpu = bpf_map_lookup_elem(&counters, &level);
-	if (*buf && *cpu)
+	*b = level < SMT_MAX_NEST ? bpf_map_lookup_elem(&batches, batch) : NULL;
+	if (*buf && *b)
 		return depth;
-	*cpu = bpf_map_lookup_elem(&counters, &last);
-	if (*cpu) {
-		__sync_fetch_and_add(&(*cpu)->events, 1);
+	last = cpu * SMT_MAX_NEST + SMT_MAX_NEST - 1;
+	full = bpf_map_lookup_elem(&batches, &last);
+	if (full) {
+		__sync_fetch_and_add(&full->counters.events, 1);
 		__sync_fetch_and_add(
-			&(*cpu)->epoch[SMT_STATE_EPOCH(g->shared.state) & 1][SMC_DROP_NESTED], 1);
+			&full->counters.epoch[SMT_STATE_EPOCH(g->shared.state) & 1][SMC_DROP_NESTED],
+			1);
 	}
 	(*depth)--;
 	return NULL;
@@ -462,16 +633,16 @@ static __always_inline int record_stack(void *ctx, __u64 cookie, __u32 skip)
 {
 	const volatile struct smt_config *cfg = get_config();
 	struct smt_globals *g = get_globals();
-	struct smt_cpu_counters *cpu;
 	struct stack_buf *buf;
-	__u32 *depth;
+	struct smt_batch *b;
+	__u32 *depth, batch;
 
 	if (!cfg || !g || filtered_out(cfg))
 		return 0;
-	depth = enter_level(g, &buf, &cpu);
+	depth = enter_level(g, &buf, &b, &batch);
 	if (!depth)
 		return 0;
-	record_in(ctx, cfg, g, buf, cookie, skip, cpu);
+	record_in(ctx, cfg, g, buf, cookie, skip, b, batch);
 	leave_level(depth);
 	return 0;
 }
@@ -507,10 +678,10 @@ int stackmapd_fentry(__u64 *ctx)
  * --offcpu, on sched:sched_switch, where the current task is the one being
  * switched out. One event per block: the stack and who are taken at
  * switch-out and kept per thread; at switch-in the block ends, weighted by
- * the time off the CPU. Each block ends in exactly one counter: a drop at
- * switch-out, or a hit or drop at switch-in (a block shorter than
- * min_block_ns is no event). Blocks still open when the session ends are
- * closed by the daemon from this map.
+ * the time off the CPU, and counts in the batch of the CPU it ends on. Each
+ * block ends in exactly one counter: a drop at switch-out, or a hit or drop
+ * at switch-in (a block shorter than min_block_ns is no event). Blocks still
+ * open when the session ends are closed by the daemon from this map.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH); /* preallocated: no allocation here */
@@ -527,13 +698,29 @@ static __always_inline __u32 read_u32_field(void *ctx, __u32 offset)
 	return v;
 }
 
+/* In the write window: a --trace block ends as a plain event record. */
+static __always_inline enum smt_counter send_event(const volatile struct smt_config *cfg,
+						   struct smt_batch *b,
+						   const struct smt_event_record *e)
+{
+	struct smt_event_record *r = bpf_ringbuf_reserve(&ids, sizeof(*r), 0);
+
+	if (!r)
+		return SMC_DROP_RINGBUF_FULL;
+	*r = *e;
+	bpf_ringbuf_submit(r, wakeup_flags(cfg));
+	b->counters.ring_bytes += sizeof(*r) + BPF_RINGBUF_HDR_SZ;
+	return SMC_HITS;
+}
+
 static __always_inline void switch_in(void *ctx, const volatile struct smt_config *cfg,
-				      struct smt_globals *g, struct smt_cpu_counters *cpu,
+				      struct smt_globals *g, struct smt_batch *b, __u32 batch,
 				      __u64 now)
 {
 	__u32 tid = read_u32_field(ctx, cfg->next_pid_offset), state, epoch;
 	struct smt_offcpu_start *found, s;
-	struct smt_event_record *e;
+	enum smt_counter outcome;
+	struct smt_event_record e;
 	__u64 *cnt;
 
 	found = bpf_map_lookup_elem(&offcpu_start, &tid);
@@ -545,39 +732,56 @@ static __always_inline void switch_in(void *ctx, const volatile struct smt_confi
 		return;
 	state = *(volatile __u32 *)&g->shared.state;
 	epoch = SMT_STATE_EPOCH(state);
-	cnt = cpu->epoch[epoch & 1];
-	cpu->events++;
+	e.stack_id = s.stack_id;
+	e.epoch = epoch;
+	e.tgid = s.tgid;
+	e.tid = tid;
+	e.cgroup_id = s.cgroup_id;
+	e.weight = now - s.ts_ns;
+	e.name = s.name;
+	e.source = s.source;
+	e.cpu = s.cpu;
+
+	batch_write_begin(b);
+	cnt = b->counters.epoch[epoch & 1];
+	b->counters.events++;
 	/* A block that began before a reset names a stack of the old table. */
-	if ((state & SMT_STATE_RESETTING) || s.epoch != epoch) {
-		count(cnt, SMC_DROP_RESETTING);
-		return;
-	}
-	e = bpf_ringbuf_reserve(&ids, sizeof(*e), 0);
-	if (!e) {
-		count(cnt, SMC_DROP_RINGBUF_FULL);
-		return;
-	}
-	e->stack_id = s.stack_id;
-	e->epoch = epoch;
-	e->tgid = s.tgid;
-	e->tid = tid;
-	e->cgroup_id = s.cgroup_id;
-	e->weight = now - s.ts_ns;
-	e->name = s.name;
-	e->source = s.source;
-	e->cpu = s.cpu;
-	bpf_ringbuf_submit(e, wakeup_flags(cfg));
-	count(cnt, SMC_HITS);
-	if (s.inserted)
+	if ((state & SMT_STATE_RESETTING) || s.epoch != epoch)
+		outcome = SMC_DROP_RESETTING;
+	else if (cfg->trace_records)
+		outcome = send_event(cfg, b, &e);
+	else
+		outcome = add_to_batch(cfg, b, batch, &e);
+	count(cnt, outcome);
+	if (outcome == SMC_HITS && s.inserted)
 		count(cnt, SMC_INSERTS);
+	batch_write_end(b);
+}
+
+/* A switch-out: a block begins (outcome SMC_NR, counted at its end) or a
+ * drop that ends it at once. */
+static __always_inline void count_switch_out(struct smt_batch *b, __u32 epoch,
+					     const struct event_facts *f, enum smt_counter outcome)
+{
+	__u64 *cnt;
+
+	batch_write_begin(b);
+	cnt = b->counters.epoch[epoch & 1];
+	count_facts(b, cnt, f);
+	if (outcome != SMC_NR) {
+		b->counters.events++;
+		count(cnt, outcome);
+	}
+	batch_write_end(b);
 }
 
 static __always_inline void switch_out(void *ctx, const volatile struct smt_config *cfg,
 				       struct smt_globals *g, struct stack_buf *buf,
-				       struct smt_cpu_counters *cpu, __u32 source, __u64 now)
+				       struct smt_batch *b, __u32 source, __u64 now)
 {
-	__u64 id = bpf_get_current_pid_tgid(), *cnt;
+	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, state, epoch;
+	struct event_facts f = {};
 	struct smt_offcpu_start s;
 	enum smt_counter outcome;
 	struct smt_probe p;
@@ -588,31 +792,28 @@ static __always_inline void switch_out(void *ctx, const volatile struct smt_conf
 		return;
 	state = *(volatile __u32 *)&g->shared.state;
 	epoch = SMT_STATE_EPOCH(state);
-	cnt = cpu->epoch[epoch & 1];
-	s.name = thread_name(g, cnt);
+	s.name = thread_name(g, b, &f);
 	if (state & SMT_STATE_RESETTING) {
-		cpu->events++;
-		count(cnt, SMC_DROP_RESETTING);
+		count_switch_out(b, epoch, &f, SMC_DROP_RESETTING);
 		return;
 	}
-	outcome = capture(ctx, cfg, g, buf, 0, cnt, &p);
-	if (outcome != SMC_HITS) {
-		cpu->events++;
-		count(cnt, outcome);
-		return;
+	/* A block's weight is only known at its end, when its frames are
+	 * gone: a stack the table cannot take is a drop here. */
+	outcome = capture(ctx, cfg, g, buf, 0, &f, &p);
+	if (outcome == SMC_HITS) {
+		s.ts_ns = now;
+		s.cgroup_id = cgroup_id(cfg);
+		s.stack_id = p.idx;
+		s.epoch = epoch;
+		s.tgid = id >> 32;
+		s.cpu = bpf_get_smp_processor_id();
+		s.source = source;
+		s.inserted = p.status == SMT_INSERTED;
+		outcome = bpf_map_update_elem(&offcpu_start, &tid, &s, BPF_ANY) ?
+				  SMC_DROP_OFFCPU_FULL :
+				  SMC_NR;
 	}
-	s.ts_ns = now;
-	s.cgroup_id = cgroup_id(cfg);
-	s.stack_id = p.idx;
-	s.epoch = epoch;
-	s.tgid = id >> 32;
-	s.cpu = bpf_get_smp_processor_id();
-	s.source = source;
-	s.inserted = p.status == SMT_INSERTED;
-	if (bpf_map_update_elem(&offcpu_start, &tid, &s, BPF_ANY)) {
-		cpu->events++;
-		count(cnt, SMC_DROP_OFFCPU_FULL);
-	}
+	count_switch_out(b, epoch, &f, outcome);
 }
 
 SEC("tracepoint")
@@ -621,15 +822,15 @@ int stackmapd_offcpu(void *ctx)
 	const volatile struct smt_config *cfg = get_config();
 	struct smt_globals *g = get_globals();
 	__u64 now = bpf_ktime_get_ns();
-	struct smt_cpu_counters *cpu;
 	struct stack_buf *buf;
-	__u32 *depth;
+	struct smt_batch *b;
+	__u32 *depth, batch;
 
-	depth = enter_level(g, &buf, &cpu);
+	depth = enter_level(g, &buf, &b, &batch);
 	if (!depth)
 		return 0;
-	switch_in(ctx, cfg, g, cpu, now);
-	switch_out(ctx, cfg, g, buf, cpu, (__u32)bpf_get_attach_cookie(ctx), now);
+	switch_in(ctx, cfg, g, b, batch, now);
+	switch_out(ctx, cfg, g, buf, b, (__u32)bpf_get_attach_cookie(ctx), now);
 	leave_level(depth);
 	return 0;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -22,6 +23,15 @@ namespace {
 
 std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
 
+uint32_t possible_cpus() {
+  const int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) throw Error("cannot count possible CPUs: " + errno_text(cpus));
+  if (static_cast<uint32_t>(cpus) > SMT_MAX_CPUS)
+    throw Error("this machine has " + std::to_string(cpus) + " possible CPUs; stackmapd counts " +
+                "per CPU for at most " + std::to_string(SMT_MAX_CPUS));
+  return static_cast<uint32_t>(cpus);
+}
+
 smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_bytes) {
   smt_config s = {};
   s.table_bits = bits;
@@ -34,6 +44,8 @@ smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_byt
   s.next_pid_offset = c.offcpu ? c.offcpu->next_pid_offset : 0;
   s.prev_state_offset = c.offcpu ? c.offcpu->prev_state_offset : 0;
   s.cgroup_ids = c.keys.has(KeyField::cgroup) || c.keys.has(KeyField::unit);
+  s.strip_nr = static_cast<uint32_t>(std::min<size_t>(c.machinery.size(), SMT_MAX_STRIP));
+  std::copy_n(c.machinery.begin(), s.strip_nr, s.strip);
   return s;
 }
 
@@ -57,7 +69,7 @@ StackmapdSkeleton open_skeleton(const SessionConfig& c) {
 std::vector<PinnedMap> pinned_maps(stackmapd_bpf* skel) {
   return {{"slots", skel->maps.slots},
           {"pool", skel->maps.pool},
-          {"counters", skel->maps.counters},
+          {"batches", skel->maps.batches},
           {"ids", skel->maps.ids},
           {"state", skel->maps.bss}};
 }
@@ -68,6 +80,7 @@ BpfObject::BpfObject(const SessionConfig& config)
     : config_(config),
       pins_(config.pinned_dir.empty() ? nullptr : std::make_unique<LoaderPins>(config.pinned_dir)),
       bits_(pins_ ? pins_->bits : config.bits),
+      batch_count_(possible_cpus() * SMT_MAX_NEST),
       pin_dir_(pins_ ? "" : config.pin_dir) {
   if (config.trace && config.verify_every)
     throw Error(
@@ -82,7 +95,7 @@ BpfObject::BpfObject(const SessionConfig& config)
 }
 
 const std::vector<std::string>& BpfObject::pin_names() {
-  static const std::vector<std::string> names = {"slots", "pool", "counters", "ids", "state"};
+  static const std::vector<std::string> names = {"slots", "pool", "batches", "ids", "state"};
   return names;
 }
 
@@ -95,6 +108,7 @@ bool BpfObject::load_own(const SessionConfig& config) {
   bpf_map__set_max_entries(skel_->maps.slots, 2u << bits_);
   bpf_map__set_max_entries(skel_->maps.pool, 1u << bits_);
   bpf_map__set_max_entries(skel_->maps.ids, config.ringbuf_bytes);
+  bpf_map__set_max_entries(skel_->maps.batches, batch_count_);
   // Preallocated: without --offcpu its 16384 threads' room would be kernel memory for nothing.
   if (!config.offcpu) bpf_map__set_max_entries(skel_->maps.offcpu_start, 1);
 
@@ -123,7 +137,7 @@ bool BpfObject::load_own(const SessionConfig& config) {
   pinned_ = take_over;
   slots_fd_ = bpf_map__fd(skel_->maps.slots);
   pool_fd_ = bpf_map__fd(skel_->maps.pool);
-  counters_fd_ = bpf_map__fd(skel_->maps.counters);
+  batches_fd_ = bpf_map__fd(skel_->maps.batches);
   ids_fd_ = bpf_map__fd(skel_->maps.ids);
   offcpu_start_fd_ = bpf_map__fd(skel_->maps.offcpu_start);
   tracepoint_prog_ = bpf_program__fd(skel_->progs.stackmapd_tracepoint);
@@ -155,7 +169,8 @@ void BpfObject::use_pins(const SessionConfig& config) {
         config.bits, bits_);
   slots_fd_ = pins_->slots;
   pool_fd_ = pins_->pool;
-  counters_fd_ = pins_->counters;
+  batches_fd_ = pins_->batches;
+  batch_count_ = pins_->batch_count;
   ids_fd_ = pins_->ids;
   tracepoint_prog_ = pins_->tracepoint_prog;
   profile_prog_ = pins_->profile_prog;
@@ -216,14 +231,10 @@ StackmapdSkeleton BpfObject::load_function(const std::string& function, uint32_t
   bpf_program__set_autoload(obj->progs.stackmapd_offcpu, false);
   bpf_program__set_attach_target(obj->progs.stackmapd_fentry, 0, function.c_str());
   const std::pair<bpf_map*, bpf_map*> shared_maps[] = {
-      {obj->maps.slots, skel_->maps.slots},
-      {obj->maps.pool, skel_->maps.pool},
-      {obj->maps.counters, skel_->maps.counters},
-      {obj->maps.scratch, skel_->maps.scratch},
-      {obj->maps.nesting, skel_->maps.nesting},
-      {obj->maps.ids, skel_->maps.ids},
-      {obj->maps.names, skel_->maps.names},
-      {obj->maps.offcpu_start, skel_->maps.offcpu_start},
+      {obj->maps.slots, skel_->maps.slots},     {obj->maps.pool, skel_->maps.pool},
+      {obj->maps.batches, skel_->maps.batches}, {obj->maps.scratch, skel_->maps.scratch},
+      {obj->maps.nesting, skel_->maps.nesting}, {obj->maps.ids, skel_->maps.ids},
+      {obj->maps.names, skel_->maps.names},     {obj->maps.offcpu_start, skel_->maps.offcpu_start},
       {obj->maps.bss, skel_->maps.bss}};
   int err = 0;
   for (const auto& [mine, main] : shared_maps)

@@ -36,7 +36,9 @@ class BpfObject {
   uint32_t bits() const { return bits_; }
   int slots_fd() const { return slots_fd_; }
   int pool_fd() const { return pool_fd_; }
-  int counters_fd() const { return counters_fd_; }
+  // The per-CPU batches (smt_batch): batch_count() = possible CPUs x SMT_MAX_NEST.
+  int batches_fd() const { return batches_fd_; }
+  uint32_t batch_count() const { return batch_count_; }
   int ids_fd() const { return ids_fd_; }
   int tracepoint_prog() const { return tracepoint_prog_; }
   int profile_prog() const { return profile_prog_; }  // -1 without --profile
@@ -72,12 +74,13 @@ class BpfObject {
   SessionConfig config_;
   std::unique_ptr<LoaderPins> pins_;  // --pinned
   uint32_t bits_;
+  uint32_t batch_count_;
   std::string pin_dir_;
   std::string pinned_where_;
   bool pinned_ = false;     // our maps are under pin_dir_
   StackmapdSkeleton skel_;  // our own object, without --pinned
   Mapping pinned_globals_;  // --pinned: the globals map, mmapped
-  int slots_fd_ = -1, pool_fd_ = -1, counters_fd_ = -1, ids_fd_ = -1;
+  int slots_fd_ = -1, pool_fd_ = -1, batches_fd_ = -1, ids_fd_ = -1;
   int tracepoint_prog_ = -1, profile_prog_ = -1, offcpu_prog_ = -1, offcpu_start_fd_ = -1;
   smt_globals* globals_ = nullptr;  // skel_'s .bss, or pinned_globals_
 };

@@ -3,6 +3,7 @@
 
 #include <bpf/bpf.h>
 #include <linux/membarrier.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "daemon/sys/error.h"
@@ -40,9 +42,10 @@ std::unique_ptr<BpfSession> BpfSession::load(const SessionConfig& config) {
 BpfSession::BpfSession(const SessionConfig& config, Stage stage)
     : object_(config),
       table_(object_),
-      store_(table_.table_size(), config.keys.empty() ? KeySpec::parse("pid,comm") : config.keys,
-             config.max_key_pairs),
-      consumer_(object_.ids_fd(), table_, store_),
+      batches_(object_.batches_fd(), object_.batch_count()),
+      store_(table_.table_size() + RingConsumer::kOverflowStacks,
+             config.keys.empty() ? KeySpec::parse("pid,comm") : config.keys, config.max_key_pairs),
+      consumer_(object_.ids_fd(), table_, store_, object_.batch_count(), config.trace),
       attachments_(object_, config),
       grace_period_(membarrier_global),
       keys_requested_(!config.keys.empty()),
@@ -61,6 +64,7 @@ void BpfSession::start_fresh() {
   table_.book() = smt_daemon_state{};
   table_.book().layout_version = SMT_LAYOUT_VERSION;
   table_.book().bits = table_.bits();
+  batches_.clear();
   consumer_.set_epoch(0);
 }
 
@@ -94,10 +98,14 @@ void BpfSession::take_over() {
     shared.state = epoch << 1;
   }
   consumer_.set_epoch(epoch);
-  // Records left unread are already in the ref_counts.
-  consumer_.discard_pending();
+  // The ref_counts hold what the daemon before counted; the records it left
+  // unread count now, and the batches' entries with every snapshot.
   store_.clear();
+  consumer_.clear_overflow();
   for (StackRecord& r : table_.stacks()) store_.insert(r.stack_id, std::move(r.ips), r.ref_count);
+  drain(0);
+  consumer_.sync(batches_.read());
+  batches_.forget_names();  // ids the names map we start with does not hold
   if (!resumed_)
     spdlog::info("continuing the table pinned in {}: {} stacks, {} events, epoch {}", where,
                  store_.size(), store_.total_events(), epoch);
@@ -121,21 +129,49 @@ void BpfSession::reattach(const std::vector<Tracepoint>& events) { attachments_.
 
 void BpfSession::detach() { attachments_.detach(); }
 
-TableStats BpfSession::stats_of(uint32_t parity) const {
-  TableStats s = table_.stats_of(parity);
+TableStats BpfSession::stats_of(const std::vector<smt_cpu_counters>& counters,
+                                uint32_t parity) const {
+  TableStats s = table_.stats_of(counters, parity);
   consumer_.add_counts(s);
   store_.add_counts(s);
   return s;
 }
 
-TableStats BpfSession::stats() const { return stats_of(epoch() & 1); }
+TableStats BpfSession::stats() const { return stats_of(batches_.counters(), epoch() & 1); }
 
-Snapshot BpfSession::snapshot() const {
+Snapshot BpfSession::snapshot() {
+  // The exact cut (ring_consumer.h): the batches as copied, and every record
+  // they had sent by then, nothing after.
+  drain(0);
+  const std::vector<smt_batch> batches = batches_.read();
+  consumer_.hold_after(batches);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  // A record sent before the copy may wait behind one another CPU is writing.
+  for (drain(0); !consumer_.caught_up(batches); drain(0)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      consumer_.release();
+      throw Error("snapshot: the ring buffer did not deliver the batches' records within 2 s");
+    }
+    sched_yield();
+  }
+  StackStore cut(store_);
+  for (const PendingCount& p : consumer_.pending(batches)) {
+    if (cut.count(p.stack_id, p.key, p.weight, p.count)) continue;
+    if (const smt_elt* e = table_.published_elt(p.stack_id))
+      cut.insert(p.stack_id, std::vector<uint64_t>(e->ips, e->ips + e->nr), p.key, p.weight,
+                 p.count);
+  }
+  std::vector<smt_cpu_counters> counters;
+  for (const smt_batch& b : batches) counters.push_back(b.counters);
+  consumer_.release();
+
   Snapshot snap;
   snap.bits = bits();
   snap.hash_seed = hash_seed_;
-  snap.stats = stats();
-  snap.stacks = store_.snapshot(sources());
+  snap.stats = table_.stats_of(counters, epoch() & 1);
+  consumer_.add_counts(snap.stats);
+  cut.add_counts(snap.stats);
+  snap.stacks = cut.snapshot(sources());
   snap.keys = store_.keys();
   snap.keys_requested = keys_requested_;
   snap.weight_unit = weight_unit_;

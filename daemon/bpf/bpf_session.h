@@ -2,17 +2,20 @@
 /*
  * One tracing session on the BPF path. Data flow:
  *   (1) stackmapd.bpf.c, on every attached event, in the kernel: capture the
- *       stack, find or insert it in the lock-free table, submit its id (and
- *       the table's epoch) to the `ids` ring buffer without waking anybody;
- *   (2) drain(), on the daemon's one thread: consume the ids, count each in
+ *       stack, find or insert it in the lock-free table, count the event
+ *       under its id and key in the CPU's batch; a batch entry makes room by
+ *       sending its counts to the `ids` ring buffer, without waking anybody;
+ *   (2) drain(), on the daemon's one thread: consume the counts, add each to
  *       the StackStore and, the first time an id is seen, copy its frames
  *       once from the table's pool (mmapped, no syscall);
- *   (3) snapshot() feeds the exports (daemon/export/exports.h).
+ *   (3) snapshot() feeds the exports (daemon/export/exports.h): the store
+ *       and the batches' entries read in place, one exact cut.
  * reset() empties the table while events keep arriving (daemon/bpf/table_reset.cpp).
  *
  * The parts, one file each: BpfObject (the loaded object and the table's
- * pins), TableView (the mmapped table and its counters), RingConsumer (the
- * ring buffer into the StackStore), Attachments (the event sources' links).
+ * pins), TableView (the mmapped table), CpuBatches (the mmapped batches and
+ * counters), RingConsumer (the ring buffer into the StackStore),
+ * Attachments (the event sources' links).
  *
  * Lifecycle in stages, so that a reload can build a new session while the
  * old one still counts, and keep the old one if anything fails: load() loads
@@ -30,6 +33,7 @@
 
 #include "daemon/bpf/attachments.h"
 #include "daemon/bpf/bpf_object.h"
+#include "daemon/bpf/cpu_batches.h"
 #include "daemon/bpf/ring_consumer.h"
 #include "daemon/bpf/session_config.h"
 #include "daemon/bpf/sources.h"
@@ -94,7 +98,9 @@ class BpfSession {
     grace_period_ = std::move(grace_period);
   }
 
-  Snapshot snapshot() const;
+  // Every event counted up to now, exactly: what the ring holds is drained,
+  // what the batches hold is read (in place, not consumed).
+  Snapshot snapshot();
   TableStats stats() const;
   const StackStore& store() const { return store_; }
   uint32_t bits() const { return table_.bits(); }
@@ -107,8 +113,8 @@ class BpfSession {
   // Readable when the ring buffer has woken its consumer, for poll().
   int wakeup_fd() const { return consumer_.wakeup_fd(); }
 
-  // The table's own view of a stack, for checks: its frames and BPF-side
-  // ref_count. Empty frames when the slot holds no published element.
+  // The table's own view of a stack, for checks: its frames and the
+  // ref_count the daemon keeps there. Empty frames when the slot holds no published element.
   StackRecord table_stack(uint32_t id) const { return table_.stack(id); }
   // Every stack the BPF table holds, by slot order.
   std::vector<StackRecord> table_stacks() const { return table_.stacks(); }
@@ -123,12 +129,13 @@ class BpfSession {
   void set_state(uint32_t state);
   bool wait_grace_period();
   void consume_committed();
-  TableStats stats_of(uint32_t parity) const;
+  TableStats stats_of(const std::vector<smt_cpu_counters>& counters, uint32_t parity) const;
 
   // Declared in the order they are built; torn down in reverse: links first,
   // so nothing writes while the consumer and the mappings go away.
   BpfObject object_;
   TableView table_;
+  CpuBatches batches_;
   StackStore store_;
   RingConsumer consumer_;
   Attachments attachments_;

@@ -2,6 +2,7 @@
 #include "daemon/bpf/loader_pins.h"
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -65,7 +66,7 @@ std::string LoaderPins::prog_pin(const std::string& section) {
 LoaderPins::LoaderPins(const std::string& dir) : dir_(dir), lock_(lock_dir(dir)) {
   pool = open_map("pool", BPF_MAP_TYPE_ARRAY, sizeof(smt_elt), BPF_F_MMAPABLE);  // gives bits
   slots = open_map("slots", BPF_MAP_TYPE_ARRAY, sizeof(smt_slot), BPF_F_MMAPABLE);
-  counters = open_map("counters", BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(smt_cpu_counters), 0);
+  batches = open_map("batches", BPF_MAP_TYPE_ARRAY, sizeof(smt_batch), BPF_F_MMAPABLE);
   ids = open_map("ids", BPF_MAP_TYPE_RINGBUF, 0, 0);
   settings = open_map("settings", BPF_MAP_TYPE_ARRAY, sizeof(smt_config), 0);
   globals = open_map("globals", BPF_MAP_TYPE_ARRAY, sizeof(smt_globals), BPF_F_MMAPABLE);
@@ -105,8 +106,14 @@ int LoaderPins::open_map(const std::string& name, uint32_t type, uint32_t value_
     throw Error("--pinned: " + path + " has " + std::to_string(info.max_entries) +
                 " slots, not twice the pool's " + std::to_string(1u << bits) +
                 ": pins of two different builds; reload stackmapd.o");
-  } else if (name == "counters" && info.max_entries != SMT_MAX_NEST) {
-    throw Error("--pinned: " + path + " has another layout: reload this version's stackmapd.o");
+  } else if (name == "batches") {
+    const int cpus = libbpf_num_possible_cpus();
+    if (cpus <= 0 || info.max_entries < static_cast<uint32_t>(cpus) * SMT_MAX_NEST)
+      throw Error("--pinned: " + path + " has batches for " +
+                  std::to_string(info.max_entries / SMT_MAX_NEST) + " CPUs, this machine has " +
+                  std::to_string(cpus) +
+                  ": build stackmapd.o with SMT_BPFLOADER_CPUS at least that");
+    batch_count = info.max_entries;
   } else if (name == "ids") {
     ring_bytes = info.max_entries;
   }

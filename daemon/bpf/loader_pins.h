@@ -30,11 +30,12 @@ class LoaderPins {
   static std::string map_pin(const std::string& map);
   static std::string prog_pin(const std::string& section);
 
-  int slots = -1, pool = -1, counters = -1, ids = -1, settings = -1, globals = -1, names = -1;
+  int slots = -1, pool = -1, batches = -1, ids = -1, settings = -1, globals = -1, names = -1;
   int tracepoint_prog = -1;
-  int profile_prog = -1;    // -1 when the loader left the sampling program out
-  uint32_t bits = 0;        // from the pool's size, fixed when the object was built
-  uint32_t ring_bytes = 0;  // the ids ring buffer's size
+  int profile_prog = -1;     // -1 when the loader left the sampling program out
+  uint32_t bits = 0;         // from the pool's size, fixed when the object was built
+  uint32_t ring_bytes = 0;   // the ids ring buffer's size
+  uint32_t batch_count = 0;  // entries of the batches map: CPUs x SMT_MAX_NEST
 
  private:
   int open_map(const std::string& name, uint32_t type, uint32_t value_size, uint32_t flags);

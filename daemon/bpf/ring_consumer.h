@@ -1,10 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
-// The daemon's end of the `ids` ring buffer: each event record counts in the
-// StackStore under its stack_id and key (who caused it: process, thread name,
-// cgroup, source, CPU), and the first time an id is seen its frames are
-// copied once from the table's pool. Name records give thread names their
-// ids before any event uses them. Records of an ended epoch, ids that
-// resolve to no published stack and --verify samples are counted apart.
+// The daemon's end of the `ids` ring buffer: each count record (a batch
+// entry making room, many events of one key) counts in the StackStore under
+// its stack_id and key (who caused it: process, thread name, cgroup, source,
+// CPU), and the first time an id is seen its frames are copied once from the
+// table's pool; the counts also go into the stack's ref_count in the pool.
+// Stacks sent whole, which the table could not take, go to an overflow store
+// of their own ids. Name records give thread names their ids before any
+// event uses them. Records of an ended epoch, ids that resolve to no
+// published stack and --verify samples are counted apart.
+//
+// Events still in the batches (daemon/bpf/cpu_batches.h) are read, not
+// consumed. For a snapshot, an exact cut: copy the batches, hold_after() them
+// (records they send later wait), drain until caught_up() (everything they
+// had sent is counted), add their pending() entries to a copy of the store,
+// release() the records held.
 #pragma once
 
 #include <cstddef>
@@ -26,27 +35,54 @@
 
 namespace stackmapd {
 
+// Events of the batches, resolved against the consumer's names and cgroups.
+struct PendingCount {
+  uint32_t stack_id;
+  EventKey key;
+  uint64_t weight, count;
+};
+
 class RingConsumer {
  public:
-  RingConsumer(int ring_fd, const TableView& table, StackStore& store);  // throws Error
+  // Stacks sent whole that the daemon keeps, with ids from the table's size
+  // up, so that they never collide with a slot's; past the cap their events
+  // count in overflow_lost.
+  static constexpr uint32_t kOverflowStacks = 4096;
+
+  // trace_records: the session sends a record per event (--trace).
+  RingConsumer(int ring_fd, const TableView& table, StackStore& store, uint32_t batch_count,
+               bool trace_records);  // throws Error
   RingConsumer(const RingConsumer&) = delete;
   RingConsumer& operator=(const RingConsumer&) = delete;
 
   // Waits up to timeout_ms for the ring buffer to fill past its wakeup mark,
   // then consumes everything pending. Returns the number of records consumed.
   size_t drain(int timeout_ms);
-  // Consumes what is pending without counting it: records whose events are
-  // in the table's ref_counts already (a table taken over).
-  void discard_pending();
   // Readable when the ring buffer has woken its consumer, for poll().
   int wakeup_fd() const;
   // Byte positions in the ring (its mmapped consumer and producer pages).
   uint64_t consumer_pos() const;
   uint64_t producer_pos() const;
 
+  // Until release(), records the batches send after these copies of them
+  // wait instead of counting.
+  void hold_after(const std::vector<smt_batch>& batches);
+  void release();
+  // Whether every record these batches had sent is consumed and every name
+  // their entries use is known: then the store and their entries together
+  // hold every event their counters counted, once.
+  bool caught_up(const std::vector<smt_batch>& batches) const;
+  // The entries of the current epoch in `batches`, resolved (interning the
+  // strings their keys need in the store). Only once caught_up(batches).
+  std::vector<PendingCount> pending(const std::vector<smt_batch>& batches);
+  // A take-over, nothing running: what the batches sent so far is consumed.
+  void sync(const std::vector<smt_batch>& batches);
+
   // Records of other epochs count as stale.
   void set_epoch(uint32_t epoch) { epoch_ = epoch; }
   uint32_t epoch() const { return epoch_; }
+  // Forgets the stacks sent whole, as the store forgets its own (a reset).
+  void clear_overflow() { overflow_ids_.clear(); }
   // Receives every --trace record of the current epoch, in ring order, with
   // its thread's name.
   using TraceSink = std::function<void(const smt_trace_record&, const std::string& comm)>;
@@ -54,22 +90,31 @@ class RingConsumer {
   // Counts --offcpu blocks still open when the session ends, as the BPF
   // side would have at their end (records of the current epoch only).
   void close_blocks(const std::vector<smt_event_record>& blocks, const std::vector<bool>& inserted);
-  // Adds the consumer's counts (verify, stale, bad records, open blocks) to `s`.
+  // Adds the consumer's counts (verify, stale, bad records, open blocks,
+  // overflow) to `s`.
   void add_counts(TableStats& s) const;
 
  private:
+  struct FramesHash {
+    size_t operator()(const std::vector<uint64_t>& f) const;
+  };
+
   static int on_record(void* ctx, void* data, size_t size);
-  bool count_event(const smt_event_record& e);
+  void on_count(const smt_count_record& c);
+  void on_stack(const smt_stack_record& r);
+  bool count_event(const smt_event_record& e, uint64_t n);
   EventKey key_of(const smt_event_record& e);
   uint32_t cgroup_string(uint64_t id, bool unit);
   const std::string& comm_of(uint32_t name) const;
-  void check_sample(const smt_verify_record& v);
+  void check_sample(const smt_stack_record& v);
+  bool held(const void* data, size_t size, uint32_t seq);
 
   const TableView& table_;
   StackStore& store_;
   Mapping consumer_page_;
   Mapping producer_page_;
   RingBuffer ring_;
+  const bool trace_records_;
   TraceSink trace_sink_;
   // BPF name id -> the store's string id; the id of "[unnamed]" for 0.
   std::unordered_map<uint32_t, uint32_t> names_;
@@ -81,8 +126,14 @@ class RingConsumer {
   // cgroup id -> string ids of its path and its systemd unit.
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cgroup_strings_;
   std::pair<uint64_t, const std::pair<uint32_t, uint32_t>*> last_cgroup_ = {0, nullptr};
+  // By batch: SMT_BATCH_SEQ's n of the last count-carrying record consumed.
+  std::vector<uint32_t> seen_;
+  // hold_after(): by batch, the last n to count; records past it, held.
+  std::vector<uint32_t> limit_;
+  std::vector<std::vector<char>> held_;
+  // Frames of a stack sent whole -> its id in the store.
+  std::unordered_map<std::vector<uint64_t>, uint32_t, FramesHash> overflow_ids_;
   uint32_t epoch_ = 0;
-  bool discarding_ = false;
   uint64_t consumed_ = 0;
   uint64_t verify_ok_ = 0;
   uint64_t verify_mismatch_ = 0;
@@ -90,6 +141,7 @@ class RingConsumer {
   uint64_t bad_records_ = 0;
   uint64_t open_blocks_ = 0;
   uint64_t open_inserts_ = 0;
+  uint64_t overflow_lost_ = 0;
 };
 
 }  // namespace stackmapd

@@ -39,6 +39,9 @@ struct SessionConfig {
   // --sum: the field each tracepoint's weight comes from (Tracepoint::weight_field).
   std::string sum_field;
   std::optional<OffcpuConfig> offcpu;
+  // Code of the tracing machinery whose leading frames are cut (abi.h,
+  // smt_text_range), sorted; past SMT_MAX_STRIP ranges the rest stay.
+  std::vector<smt_text_range> machinery;
   // Pin the table's maps here and take over a compatible table found there
   // (same ids and counts after a restart). Empty: nothing pinned.
   std::string pin_dir;

@@ -111,10 +111,11 @@ Snapshot BpfSession::reset() {
   }
 
   Snapshot last = snapshot();
-  auto next_base = table_.sum_counters((ended + 1) & 1);
+  auto next_base = TableView::sum_counters(batches_.counters(), (ended + 1) & 1);
   std::copy(next_base.begin(), next_base.end(), table_.book().baseline[(ended + 1) & 1]);
   table_.clear();
   store_.clear();
+  consumer_.clear_overflow();
   if (!wait_grace_period())
     throw Error(
         std::string(kNoMembarrier) + ": " + std::strerror(errno) +
@@ -124,7 +125,7 @@ Snapshot BpfSession::reset() {
   if (!wait_grace_period())
     spdlog::warn("reset: {}: {}; the ended epoch's drops may miss events still in flight",
                  kNoMembarrier, std::strerror(errno));
-  TableStats final_stats = stats_of(ended & 1);
+  TableStats final_stats = stats_of(batches_.counters(), ended & 1);
   final_stats.entries = last.stats.entries;
   last.stats = final_stats;
   table_.book().past_events += final_stats.events();

@@ -33,13 +33,18 @@ Mapping map_array(int fd, int prot, const std::string& what) {
 
 TableView::TableView(const BpfObject& object)
     : bits_(object.bits()),
-      counters_fd_(object.counters_fd()),
       globals_(object.globals()),
       slots_(map_array(object.slots_fd(), PROT_READ | PROT_WRITE, "slots")),
-      pool_(map_array(object.pool_fd(), PROT_READ, "pool")) {}
+      pool_(map_array(object.pool_fd(), PROT_READ | PROT_WRITE, "pool")) {}
 
 const smt_elt* TableView::published_elt(uint32_t id) const {
   return smt_published_elt(slots_.as<const smt_slot>(), pool_.as<const smt_elt>(), bits_, id);
+}
+
+void TableView::add_ref(uint32_t id, uint64_t n) const {
+  // No BPF program writes a published element: a relaxed add is ours alone.
+  if (const smt_elt* e = published_elt(id))
+    __atomic_fetch_add(&const_cast<smt_elt*>(e)->ref_count, n, __ATOMIC_RELAXED);
 }
 
 StackRecord TableView::stack(uint32_t id) const {
@@ -61,31 +66,20 @@ std::vector<StackRecord> TableView::stacks() const {
   return out;
 }
 
-// Every CPU's counters at every nesting level.
-std::vector<smt_cpu_counters> TableView::read_counters() const {
-  int ncpus = libbpf_num_possible_cpus();
-  if (ncpus <= 0) throw Error("cannot count possible CPUs: " + std::string(std::strerror(-ncpus)));
-  std::vector<smt_cpu_counters> all;
-  std::vector<smt_cpu_counters> percpu(ncpus);
-  for (uint32_t level = 0; level < SMT_MAX_NEST; ++level) {
-    if (bpf_map_lookup_elem(counters_fd_, &level, percpu.data()))
-      throw Error("cannot read the BPF counters: " + std::string(std::strerror(errno)));
-    all.insert(all.end(), percpu.begin(), percpu.end());
-  }
-  return all;
-}
-
-std::array<uint64_t, SMC_NR> TableView::sum_counters(uint32_t parity) const {
+std::array<uint64_t, SMC_NR> TableView::sum_counters(const std::vector<smt_cpu_counters>& counters,
+                                                     uint32_t parity) {
   std::array<uint64_t, SMC_NR> sum{};
-  for (const auto& c : read_counters())
+  for (const auto& c : counters)
     for (int i = 0; i < SMC_NR; ++i) sum[i] += c.epoch[parity][i];
   return sum;
 }
 
-TableStats TableView::stats_of(uint32_t parity) const {
+TableStats TableView::stats_of(const std::vector<smt_cpu_counters>& counters,
+                               uint32_t parity) const {
   TableStats s;
-  for (const auto& c : read_counters()) {
+  for (const auto& c : counters) {
     s.events_total += c.events;
+    s.ring_bytes += c.ring_bytes;
     for (int i = 0; i < SMC_NR; ++i) s.counters[i] += c.epoch[parity][i];
   }
   for (int i = 0; i < SMC_NR; ++i) s.counters[i] -= book().baseline[parity][i];

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 // The daemon's view of the BPF table: the slots and pool arrays mmapped (no
 // syscall per read), the table-wide state and the daemon's bookkeeping kept
-// beside it (smt_globals), and the per-CPU outcome counters.
+// beside it (smt_globals). The daemon keeps each stack's ref_count in the
+// pool: the events it has counted.
 #pragma once
 
 #include <array>
@@ -26,7 +27,9 @@ class TableView {
 
   // The element slot `id` publishes (stack_table.h's smt_published_elt).
   const smt_elt* published_elt(uint32_t id) const;
-  // The table's own view of a stack: its frames and BPF-side ref_count.
+  // Adds events the daemon counted to a published stack's ref_count.
+  void add_ref(uint32_t id, uint64_t n) const;
+  // The table's own view of a stack: its frames and ref_count.
   // Empty frames when the slot holds no published element.
   StackRecord stack(uint32_t id) const;
   // Every stack the table holds, by slot order.
@@ -36,23 +39,21 @@ class TableView {
   smt_daemon_state& book() const { return globals_->daemon_state; }
 
   // Outcome counters of one epoch parity, summed over CPUs, since load.
-  std::array<uint64_t, SMC_NR> sum_counters(uint32_t parity) const;
-  // The table's statistics for the epoch of that parity (the consumer's own
-  // counts are the caller's to add).
-  TableStats stats_of(uint32_t parity) const;
+  static std::array<uint64_t, SMC_NR> sum_counters(const std::vector<smt_cpu_counters>& counters,
+                                                   uint32_t parity);
+  // The table's statistics for the epoch of that parity, from every CPU's
+  // counters (the consumer's own counts are the caller's to add).
+  TableStats stats_of(const std::vector<smt_cpu_counters>& counters, uint32_t parity) const;
 
   // Empties the slots and the pool's allocation counter. Only while no
   // program can run on the table (the reset protocol, a take-over).
   void clear();
 
  private:
-  std::vector<smt_cpu_counters> read_counters() const;
-
   uint32_t bits_;
-  int counters_fd_;
   smt_globals* globals_;
   Mapping slots_;  // read-write: written only by clear()
-  Mapping pool_;   // read-only
+  Mapping pool_;   // read-write: the daemon writes ref_counts only
 };
 
 }  // namespace stackmapd

@@ -65,6 +65,7 @@ const char* counter_name(int c) {
     case SMC_DROP_OFFCPU_FULL: return "drop_offcpu_full";
     case SMC_TRUNCATED: return "truncated";
     case SMC_NAMES_FULL: return "names_full";
+    case SMC_SENT_WHOLE: return "sent_whole";
   }
   return "unknown";
 }
@@ -80,7 +81,10 @@ std::vector<std::pair<const char*, uint64_t>> extra_stats(const TableStats& st) 
           {"key_pairs", st.key_pairs},
           {"max_key_pairs", st.max_key_pairs},
           {"key_overflow", st.key_overflow},
-          {"offcpu_open", st.offcpu_open}};
+          {"offcpu_open", st.offcpu_open},
+          {"ring_bytes", st.ring_bytes},
+          {"overflow_stacks", st.overflow_stacks},
+          {"overflow_lost", st.overflow_lost}};
 }
 
 // --by's breakdown of one stack, and its --sum/--offcpu weight.

@@ -46,6 +46,16 @@ int compare_field(const KeyValues& a, const KeyValues& b, KeyField f) {
 StackStore::StackStore(uint32_t table_size, KeySpec keys, uint32_t max_key_pairs)
     : keys_(std::move(keys)), mask_(mask_of(keys_)), index_(table_size, 0), pairs_(max_key_pairs) {}
 
+StackStore::StackStore(const StackStore& o)
+    : keys_(o.keys_),
+      mask_(o.mask_),
+      index_(o.index_),
+      stacks_(o.stacks_),
+      other_(o.other_),
+      pairs_(o.pairs_),
+      strings_(o.strings_),
+      key_overflow_(o.key_overflow_) {}  // last_ would point into o
+
 void StackStore::look_up(const PairKey& k) {
   last_key_ = k;
   last_ = pairs_.find_or_add(k);
@@ -68,9 +78,9 @@ void StackStore::insert(uint32_t id, std::vector<uint64_t> ips, uint64_t ref_cou
 }
 
 void StackStore::insert(uint32_t id, std::vector<uint64_t> ips, const EventKey& key,
-                        uint64_t weight) {
+                        uint64_t weight, uint64_t n) {
   insert(id, std::move(ips), 0);
-  count(id, key, weight);
+  count(id, key, weight, n);
 }
 
 KeyValues StackStore::values(const EventKey& k, const std::vector<std::string>& sources) const {

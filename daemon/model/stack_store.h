@@ -33,27 +33,31 @@ class StackStore {
 
   explicit StackStore(uint32_t table_size, KeySpec keys = KeySpec{{KeyField::pid, KeyField::comm}},
                       uint32_t max_key_pairs = kDefaultMaxKeyPairs);
+  // A copy to count more into without touching this one (a snapshot's).
+  StackStore(const StackStore& o);
+  StackStore& operator=(const StackStore&) = delete;
 
   bool valid_id(uint32_t id) const { return id < index_.size(); }
 
-  // Counts one event of a known id (the consumer's hot path); false when `id`
-  // is new (or invalid) and must be added with insert(). Runs of one pair
-  // (the same stack and masked key) cost no hash lookup.
-  bool count(uint32_t id, const EventKey& key, uint64_t weight) {
+  // Counts n events of a known id weighing `weight` together (the consumer's
+  // hot path); false when `id` is new (or invalid) and must be added with
+  // insert(). Runs of one pair (the same stack and masked key) cost no hash lookup.
+  bool count(uint32_t id, const EventKey& key, uint64_t weight, uint64_t n = 1) {
     if (id >= index_.size() || index_[id] == 0) return false;
     uint32_t pos = index_[id] - 1;
-    stacks_[pos].ref_count += 1;
+    stacks_[pos].ref_count += n;
     stacks_[pos].weight += weight;
     PairKey k{pos, masked(key)};
     if (!last_ || !(k == last_key_)) look_up(k);
-    last_->count += 1;
+    last_->count += n;
     last_->weight += weight;
-    key_overflow_ += last_overflow_;
+    key_overflow_ += last_overflow_ * n;
     return true;
   }
 
-  // A stack's first event.
-  void insert(uint32_t id, std::vector<uint64_t> ips, const EventKey& key, uint64_t weight);
+  // A stack's first events.
+  void insert(uint32_t id, std::vector<uint64_t> ips, const EventKey& key, uint64_t weight,
+              uint64_t n = 1);
   // A stack of a table taken over after a restart: its count predates
   // attribution and goes to `other`, weight = ref_count.
   void insert(uint32_t id, std::vector<uint64_t> ips, uint64_t ref_count);

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/run/session_setup.h"
 
+#include <spdlog/spdlog.h>
+
+#include <string_view>
+#include <unordered_set>
+
 #include "daemon/sys/error.h"
 #include "daemon/tracefs/event_format.h"
 
@@ -18,6 +23,23 @@ uint16_t offcpu_field(const EventFormat& format, const char* name) {
 
 }  // namespace
 
+std::vector<smt_text_range> machinery_ranges(const Kallsyms& ksyms, const SessionConfig& sc) {
+  std::unordered_set<std::string> names;
+  for (const Tracepoint& tp : sc.events) names.insert("__traceiter_" + tp.name);
+  if (sc.offcpu) names.insert("__traceiter_sched_switch");
+  std::vector<smt_text_range> out;
+  for (const Kallsyms::Range& r : ksyms.ranges_of([&](std::string_view name) {
+         return name.starts_with("bpf_trace_run") || names.count(std::string(name));
+       }))
+    out.push_back({r.start, r.end});
+  if (out.size() > SMT_MAX_STRIP) {
+    spdlog::warn("{} tracing-machinery functions: the first {} are cut from stacks, the rest not",
+                 out.size(), SMT_MAX_STRIP);
+    out.resize(SMT_MAX_STRIP);
+  }
+  return out;
+}
+
 void resolve_session_events(SessionConfig& sc, const std::string& events_dir) {
   sc.events = resolve_events(sc.events, events_dir);
   if (!sc.sum_field.empty()) {
@@ -32,6 +54,7 @@ void resolve_session_events(SessionConfig& sc, const std::string& events_dir) {
   }
   if (sc.trace)
     for (Tracepoint& tp : sc.events) tp.raw_len = trace_raw_len(read_event_format(events_dir, tp));
+  sc.machinery = machinery_ranges(Kallsyms::load(), sc);
   if (sc.offcpu) {
     const EventFormat sched_switch =
         read_event_format(events_dir, Tracepoint{"sched", "sched_switch", 0});

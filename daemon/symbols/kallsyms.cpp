@@ -204,6 +204,17 @@ std::optional<Kallsyms::Match> Kallsyms::lookup(uint64_t ip) const {
   return Match{name_of(symbol), module_of(symbol), ip - symbol.addr, size};
 }
 
+std::vector<Kallsyms::Range> Kallsyms::ranges_of(
+    const std::function<bool(std::string_view)>& wanted) const {
+  std::vector<Range> out;
+  for (size_t i = 0; i + 1 < symbols_.size(); ++i) {
+    const Symbol& s = symbols_[i];
+    if (!wanted(name_of(s))) continue;
+    if (const std::optional<Match> m = lookup(s.addr)) out.push_back({s.addr, s.addr + m->size});
+  }
+  return out;
+}
+
 std::string Kallsyms::format(uint64_t ip) const {
   std::string out;
   const std::optional<Match> match = lookup(ip);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,6 +46,12 @@ class Kallsyms {
   // symbols shift by the KASLR slide; module symbols are dropped, since
   // modules load at addresses of their own. Throws Error without `_text`.
   Kallsyms rebased(uint64_t runtime_text) const;
+
+  // [start, end) of every symbol `wanted` names whose end is known, by address.
+  struct Range {
+    uint64_t start, end;
+  };
+  std::vector<Range> ranges_of(const std::function<bool(std::string_view)>& wanted) const;
 
   size_t size() const;            // number of symbols kept (text symbols, aliases removed)
   bool addresses_hidden() const;  // every address is 0: kptr_restrict, or not root

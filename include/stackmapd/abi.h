@@ -36,8 +36,11 @@ struct smt_slot {
 	__u32 elt;
 };
 
-/* One unique stack in the preallocated pool. ref_count is 64-bit so it never
- * wraps; 32-bit exports saturate it. */
+/* One unique stack in the preallocated pool. ref_count is the daemon's: it
+ * adds the events it counts (the BPF side writes 0 at insert and never again,
+ * so no CPU writes a shared line on a hit), so a daemon that takes over a
+ * pinned table finds the counts of the one before. 64-bit so it never wraps;
+ * 32-bit exports saturate it. */
 struct smt_elt {
 	__u32 nr;
 	__u32 hash;
@@ -62,8 +65,10 @@ struct smt_shared {
 /* Outcome counters, kept per CPU and per epoch parity. Every event ends in
  * SMC_HITS or exactly one SMC_DROP_* counter of the epoch it read. */
 enum smt_counter {
-	SMC_HITS,		  /* id recorded: the stack's ref_count was incremented */
-	SMC_INSERTS,		  /* of those, stacks stored for the first time */
+	SMC_HITS,    /* counted under its stack's id */
+	SMC_INSERTS, /* of those, stacks stored for the first time */
+	/* The table could not take the stack: sent whole (SMC_SENT_WHOLE) to
+	 * the daemon's overflow store, as the RFC falls back to the full stack. */
 	SMC_DROP_POOL_FULL,	  /* new stack, element pool exhausted */
 	SMC_DROP_PROBE_LIMIT,	  /* SMT_MAX_PROBES slots visited without a match */
 	SMC_DROP_BUSY,		  /* matching slot still being written by another CPU */
@@ -76,6 +81,7 @@ enum smt_counter {
 	/* Not outcomes: facts about events counted in one of the above. */
 	SMC_TRUNCATED,	/* stack deeper than SMT_MAX_DEPTH: its innermost frames kept */
 	SMC_NAMES_FULL, /* thread name not kept: SMT_MAX_NAMES names seen already */
+	SMC_SENT_WHOLE, /* a table drop whose frames went to the daemon instead */
 	SMC_NR,
 };
 
@@ -84,7 +90,7 @@ enum smt_counter {
 
 /* Bumped whenever the meaning of a map changes without its size changing: a
  * daemon finding pinned maps of another version starts clean. */
-#define SMT_LAYOUT_VERSION 3
+#define SMT_LAYOUT_VERSION 4
 
 /* The daemon's bookkeeping, kept beside the table (struct smt_globals) so that
  * it is pinned with it and survives a daemon restart. BPF never touches it. */
@@ -101,6 +107,18 @@ struct smt_daemon_state {
 struct smt_globals {
 	struct smt_shared shared;
 	struct smt_daemon_state daemon_state;
+};
+
+/* Leading frames of the tracing machinery (__traceiter_<event>, which a
+ * tracepoint calls its probes through once more than one is attached,
+ * bpf_trace_run*) are cut before a stack is hashed, so a code path keeps
+ * one id whoever else traces it: the daemon fills sorted [start, end)
+ * ranges. At most SMT_MAX_STRIP_FRAMES frames are cut. */
+#define SMT_MAX_STRIP 512
+#define SMT_MAX_STRIP_FRAMES 3
+struct smt_text_range {
+	__u64 start;
+	__u64 end;
 };
 
 /* Settings fixed for a session: .rodata of the daemon's own object (so the
@@ -120,6 +138,9 @@ struct smt_config {
 	__u16 prev_state_offset;
 	/* --by cgroup/unit: send cgroup ids; off, kernels without cgroups load us */
 	__u32 cgroup_ids;
+	__u32 strip_nr;
+	__u32 reserved;
+	struct smt_text_range strip[SMT_MAX_STRIP];
 };
 
 /* The table size of the object shipped for bpfloader, which sizes maps from
@@ -128,13 +149,21 @@ struct smt_config {
 #define SMT_BPFLOADER_BITS 12
 #endif
 #define SMT_BPFLOADER_RING_BYTES (1U << 20)
+/* CPUs the bpfloader object has batches for (smt_batch): phones have 8-12. */
+#define SMT_BPFLOADER_CPUS 32
 
 #define SMT_STATE_RESETTING 1U
 #define SMT_STATE_EPOCH(state) ((state) >> 1)
 
-/* One per CPU and nesting level (see SMT_MAX_NEST). */
+/* The key of the BPF side's name -> id map (a task's comm). */
+struct smt_comm {
+	char comm[16];
+};
+
+/* One per CPU and nesting level (see SMT_MAX_NEST), in its smt_batch. */
 struct smt_cpu_counters {
-	__u64 events; /* every event of every epoch, counted apart */
+	__u64 events;	  /* every event of every epoch, counted apart */
+	__u64 ring_bytes; /* submitted to the ring buffer, record headers included */
 	__u64 epoch[2][SMC_NR];
 };
 
@@ -151,9 +180,12 @@ struct smt_cpu_counters {
 #define SMT_COOKIE_SOURCE(cookie) ((__u32)(cookie)&0xffff)
 #define SMT_COOKIE_RAW_LEN(cookie) ((__u32)((cookie) >> 16) & 0xffff)
 
-/* Ring-buffer records, told apart by size. Every event's record carries
- * what attribution needs (--by, --sum, --offcpu): who, where, which source
- * and how much; the --trace and --verify records start with it. */
+/* Ring-buffer records, told apart by size. An event carries what
+ * attribution needs (--by, --sum, --offcpu): who, where, which source and
+ * how much. Events are counted per CPU in an smt_batch and reach the ring
+ * as smt_count_records, many events to a record; a --trace session sends a
+ * record per event instead (smt_trace_record, and smt_event_record for
+ * --offcpu's). */
 struct smt_event_record {
 	__u32 stack_id;
 	__u32 epoch;
@@ -166,17 +198,62 @@ struct smt_event_record {
 	__u16 cpu;
 };
 
+/* Events of one key counted together: what a batch entry sends the ring when
+ * it makes room for another key. seq orders the records of one batch
+ * (SMT_BATCH_SEQ), so the daemon knows when it has read all of them. */
+struct smt_count_record {
+	struct smt_event_record event; /* weight: the sum of the events' weights */
+	__u32 count;
+	__u32 seq;
+};
+
+/* seq = the batch's index (cpu * SMT_MAX_NEST + level) above the number of
+ * records it has sent, modulo 2^18: the daemon is never that far behind a
+ * batch (a ring buffer holds fewer records). */
+#define SMT_SEQ_BITS 18
+#define SMT_BATCH_SEQ(batch, n) ((batch) << SMT_SEQ_BITS | ((n) & ((1U << SMT_SEQ_BITS) - 1)))
+#define SMT_SEQ_BATCH(seq) ((seq) >> SMT_SEQ_BITS)
+#define SMT_MAX_CPUS ((1U << (32 - SMT_SEQ_BITS)) / SMT_MAX_NEST)
+
+/* Distinct keys a batch holds, direct-mapped by stack and thread. */
+#define SMT_BATCH_BITS 6
+#define SMT_BATCH_ENTRIES (1U << SMT_BATCH_BITS)
+
+/*
+ * One CPU's events at one nesting level, counted where they happen: an event
+ * whose key (stack, thread, source, ...) is already in its entry adds to it,
+ * with no ring-buffer record and no write another CPU shares. An entry sends
+ * its counts (smt_count_record) only to make room for another key. The
+ * daemon reads the entries in place (mmapped) for a snapshot, so counts are
+ * exact at any moment without waiting for anything to be sent.
+ * A seqlock: the one writer (the program at this level on this CPU) makes
+ * seq odd, writes, makes it even, with fully ordered atomics; the daemon
+ * copies between two equal even reads of seq.
+ */
+struct smt_batch_entry {
+	struct smt_event_record event; /* weight: the sum so far */
+	__u32 count;		       /* events; 0: empty */
+	__u32 reserved;
+};
+
+struct smt_batch {
+	__u32 seq;
+	__u32 sent; /* count records sent, SMT_BATCH_SEQ's n of the last one */
+	/* The last thread name seen here, so that a run of one thread's events
+	 * needs no names map lookup. */
+	struct smt_comm last_comm;
+	__u32 last_name;
+	__u32 reserved;
+	struct smt_cpu_counters counters;
+	struct smt_batch_entry entries[SMT_BATCH_ENTRIES];
+} __attribute__((aligned(64))); /* a CPU's batches share no cache line with another's */
+
 /* A thread name seen for the first time, sent before any event that names
  * it: names are stored once, so a process that exits at once or renames
  * itself by exec is named as it was at each event. */
 struct smt_name_record {
 	__u32 name;
 	__u32 reserved;
-	char comm[16];
-};
-
-/* The key of the BPF side's name -> id map (a task's comm). */
-struct smt_comm {
 	char comm[16];
 };
 
@@ -224,13 +301,18 @@ struct smt_offcpu_start {
 /* filter_cpu when every CPU is traced */
 #define SMT_ANY_CPU 0xffffffffU
 
-/* --verify: 1 in N events also carries the frames it captured. */
-struct smt_verify_record {
-	struct smt_event_record event;
+/* A stack with its frames: count 0, a --verify sample (1 in N events also
+ * sends what it captured; the event itself is counted in its batch), or
+ * stack_id SMT_NO_STACK_ID, an event whose stack the table could not take,
+ * for the daemon's overflow store. */
+struct smt_stack_record {
+	struct smt_count_record counts;
 	__u32 nr;
 	__u32 reserved;
 	__u64 ips[SMT_MAX_DEPTH];
 };
+
+#define SMT_NO_STACK_ID 0xffffffffU
 
 #ifdef __cplusplus
 #define SMT_STATIC_ASSERT static_assert
@@ -241,9 +323,10 @@ SMT_STATIC_ASSERT(sizeof(struct smt_slot) == 8, "slot layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_elt) == 16 + 8 * SMT_MAX_DEPTH, "elt layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_event_record) == 40, "event layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_name_record) == 24, "name layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_verify_record) == 48 + 8 * SMT_MAX_DEPTH, "verify layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_stack_record) == 56 + 8 * SMT_MAX_DEPTH, "stack layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_count_record) == 48, "count layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_trace_record) == 56 + SMT_TRACE_RAW_MAX, "trace layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_offcpu_start) == 40, "offcpu layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_config) == 48, "config layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_config) == 56 + 16 * SMT_MAX_STRIP, "config layout");
 
 #endif /* STACKMAPD_ABI_H */

@@ -12,7 +12,7 @@
  *  1. claim a free slot: cmpxchg(slot.key, 0, key);
  *  2. take the next pool element (fetch-add); if the pool is exhausted the slot
  *     is marked SMT_ELT_DEAD so later probes step over it at once;
- *  3. fill the element (frames, nr, ref_count = 1);
+ *  3. fill the element (frames, nr; ref_count = 0: the daemon counts events);
  *  4. publish it: xchg(slot.elt, 1 + index). The xchg is a full barrier, so a
  *     reader that sees the index also sees the element's contents.
  * A reader whose key matches a slot with no element yet re-reads it (at most
@@ -45,7 +45,6 @@
 #define smt_cmpxchg32(p, o, n) __sync_val_compare_and_swap((p), (o), (n))
 #define smt_xchg32(p, v) __sync_lock_test_and_set((p), (v))
 #define smt_fetch_add32(p, v) __sync_fetch_and_add((p), (v))
-#define smt_add64(p, v) ((void)__sync_fetch_and_add((p), (v)))
 /* A plain load: readers use the loaded index to form the element's address, and
  * that address dependency orders the element reads after it. */
 #define smt_load32(p) (*(volatile __u32 *)(p))
@@ -58,7 +57,6 @@
 	})
 #define smt_xchg32(p, v) __atomic_exchange_n((p), (v), __ATOMIC_SEQ_CST)
 #define smt_fetch_add32(p, v) __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
-#define smt_add64(p, v) ((void)__atomic_fetch_add((p), (v), __ATOMIC_RELAXED))
 #define smt_load32(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #endif
 
@@ -80,7 +78,7 @@ SMT_INLINE __u32 smt_pool_size(__u32 bits)
  * publishing xchg (smt_insert_here): acquire on the host, and on BPF the
  * address dependency from the loaded index to the element; so the element's
  * frames and nr read after it are the ones written before it was published.
- * Its ref_count keeps changing: read it with a relaxed atomic load.
+ * Its ref_count is the daemon's (abi.h).
  */
 SMT_INLINE const struct smt_elt *smt_published_elt(const struct smt_slot *slots,
 						   const struct smt_elt *pool, __u32 bits, __u32 id)
@@ -176,7 +174,7 @@ SMT_INLINE int smt_insert_here(struct smt_table *t, struct smt_probe *p, struct 
 	}
 	e->nr = p->nr;
 	e->hash = p->key;
-	e->ref_count = 1;
+	e->ref_count = 0;
 	for (__u32 k = 0; k < SMT_MAX_DEPTH; k++) {
 		if (k >= p->nr)
 			break;
@@ -248,7 +246,6 @@ SMT_INLINE int smt_probe_step(struct smt_table *t, struct smt_probe *p, __u32 i)
 	}
 	if (!smt_frames_equal(e, p->ips, p->nr))
 		return 0;
-	smt_add64(&e->ref_count, 1);
 	p->status = SMT_FOUND;
 	return 1;
 }
