@@ -536,10 +536,13 @@ static __always_inline int send_stack(const volatile struct smt_config *cfg, str
 	return 1;
 }
 
-/* In the write window, --trace: a record per event, in time order. */
+/* In the write window, --trace: a record per event, in time order, with
+ * the first raw_len bytes of ctx, the tracepoint's raw entry (the daemon
+ * sized raw_len from its format file; 0 for -f and --profile sources). */
 static __always_inline enum smt_counter send_trace(const volatile struct smt_config *cfg,
 						   struct smt_batch *b,
-						   const struct smt_event_record *e)
+						   const struct smt_event_record *e, void *ctx,
+						   __u32 raw_len)
 {
 	struct smt_trace_record *t = bpf_ringbuf_reserve(&ids, sizeof(*t), 0);
 
@@ -547,6 +550,12 @@ static __always_inline enum smt_counter send_trace(const volatile struct smt_con
 		return SMC_DROP_RINGBUF_FULL;
 	t->event = *e;
 	t->ts_ns = bpf_ktime_get_ns();
+	if (raw_len > SMT_TRACE_RAW_MAX)
+		raw_len = SMT_TRACE_RAW_MAX;
+	t->raw_len = 0;
+	t->reserved = 0;
+	if (raw_len && !bpf_probe_read_kernel(t->raw, raw_len, ctx))
+		t->raw_len = raw_len;
 	submit(cfg, b, t, sizeof(*t));
 	return SMC_HITS;
 }
@@ -556,7 +565,7 @@ static __always_inline enum smt_counter deliver(const volatile struct smt_config
 						struct smt_batch *b, __u32 batch,
 						struct smt_event_record *e, struct stack_buf *buf,
 						const struct smt_probe *p, enum smt_counter outcome,
-						__u64 *cnt)
+						__u64 *cnt, void *ctx, __u32 raw_len)
 {
 	__u32 every = cfg->verify_every;
 
@@ -572,7 +581,7 @@ static __always_inline enum smt_counter deliver(const volatile struct smt_config
 	if (outcome != SMC_HITS)
 		return outcome;
 	if (cfg->trace_records)
-		return send_trace(cfg, b, e);
+		return send_trace(cfg, b, e, ctx, raw_len);
 	if (every && ++buf->verify_countdown >= every) {
 		buf->verify_countdown = 0;
 		send_stack(cfg, b, batch, e, 0, buf, p->nr);
@@ -601,13 +610,15 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 		outcome = SMC_DROP_RESETTING;
 	else
 		outcome = capture(ctx, cfg, g, buf, skip, &f, &p);
-	fill_event(cfg, &e, p.idx, epoch, name, (__u32)cookie, event_weight(ctx, cookie));
+	fill_event(cfg, &e, p.idx, epoch, name, SMT_COOKIE_SOURCE(cookie),
+		   event_weight(ctx, cookie));
 
 	batch_write_begin(b);
 	cnt = b->counters.epoch[epoch & 1];
 	b->counters.events++;
 	count_facts(b, cnt, &f);
-	outcome = deliver(cfg, b, batch, &e, buf, &p, outcome, cnt);
+	outcome =
+		deliver(cfg, b, batch, &e, buf, &p, outcome, cnt, ctx, SMT_COOKIE_RAW_LEN(cookie));
 	count(cnt, outcome);
 	if (outcome == SMC_HITS && p.status == SMT_INSERTED)
 		count(cnt, SMC_INSERTS);

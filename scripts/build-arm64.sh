@@ -25,7 +25,7 @@ if [[ ${STACKMAPD_ARM64_NO_DEPS:-0} != 1 ]]; then
 		dpkg --add-architecture arm64
 	fi
 	"${apt[@]}" update
-	# Host tools (amd64), then the arm64 libraries: libbpf, libelf and zlib
+	# Host tools (amd64), then the arm64 libraries: libbpf, libelf, zlib and libtraceevent
 	# are linked from their .a; spdlog and fmt are used header-only;
 	# libsystemd-dev:arm64 only satisfies pkg-config (STACKMAPD_STATIC
 	# replaces it with tests/kernel/sd_daemon_shim.c).
@@ -33,7 +33,7 @@ if [[ ${STACKMAPD_ARM64_NO_DEPS:-0} != 1 ]]; then
 		build-essential cmake pkg-config clang llvm bpftool file ccache \
 		g++-aarch64-linux-gnu qemu-user-static \
 		libcli11-dev nlohmann-json3-dev \
-		libbpf-dev:arm64 libelf-dev:arm64 zlib1g-dev:arm64 \
+		libbpf-dev:arm64 libelf-dev:arm64 zlib1g-dev:arm64 libtraceevent-dev:arm64 \
 		libspdlog-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 \
 		libsystemd-dev:arm64 > /dev/null
 fi

@@ -197,10 +197,12 @@ rc=$?
 check "--trace exits 0" '[ $rc -eq 0 ]'
 wait $loop_pid
 hits=$(grep '^hits:' "$tmp/traced/stack_map_stat" | awk '{print $2}')
-check "the trace has one line per hit ($hits)" '[ "$(wc -l < "$tmp/trace.txt")" -eq "$hits" ]'
+check "the trace has two lines per hit ($hits)" '[ "$(wc -l < "$tmp/trace.txt")" -eq $((2 * hits)) ]'
 check "every line is in ftrace's layout" \
-  '[ "$(grep -cvE "^ *.+-[0-9]+ +\[[0-9]{3}\] +[0-9]+\.[0-9]{6}: (kmem:kmem_cache_alloc|sched:sched_switch) <stack_id [0-9]+>\$" "$tmp/trace.txt")" -eq 0 ]'
-check "both sources appear" 'grep -q "sched:sched_switch <stack_id" "$tmp/trace.txt"'
+  '[ "$(grep -cvE "^ *.+-[0-9]+ +\[[0-9]{3}\] \.{5} +[0-9]+\.[0-9]{6}: (kmem_cache_alloc: call_site=.* ptr=.* bytes_req=[0-9]+ .*|sched_switch: prev_comm=.* ==> next_comm=.*|<stack_id [0-9]+>)\$" "$tmp/trace.txt")" -eq 0 ]'
+check "each event line is followed by its <stack_id N> line" \
+  '[ "$(awk "NR % 2 == 1 && /<stack_id/ || NR % 2 == 0 && !/<stack_id/" "$tmp/trace.txt" | wc -l)" -eq 0 ]'
+check "both sources appear" 'grep -q ": sched_switch: prev_comm=" "$tmp/trace.txt"'
 grep -oE '<stack_id [0-9]+>' "$tmp/trace.txt" | grep -oE '[0-9]+' | sort -u > "$tmp/trace.ids"
 grep -oE '^stack_id [0-9]+' "$tmp/traced/stack_map" | awk '{print $2}' | sort -u > "$tmp/map.ids"
 check "every <stack_id N> in the trace resolves in stack_map" '[ -z "$(comm -23 "$tmp/trace.ids" "$tmp/map.ids")" ]'

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "daemon/sys/error.h"
+#include "stackmapd/abi.h"
 
 namespace stackmapd {
 namespace {
@@ -174,6 +175,12 @@ TEST(EventFormat, UnparsableTextIsRefusedNamingWhat) {
   };
   for (const auto& [text, message] : cases)
     EXPECT_EQ(error_of([&] { parse_event_format(text); }), message) << text;
+}
+
+TEST(EventFormat, TraceRawLenEndsAtTheLastFieldOrTakesTheMaxForDynamicData) {
+  EXPECT_EQ(trace_raw_len(parsed("sched_switch")), 64u);
+  EXPECT_EQ(trace_raw_len(parsed("kmem_cache_alloc")), uint32_t{SMT_TRACE_RAW_MAX});  // __data_loc
+  EXPECT_EQ(trace_raw_len(parse_event_format(kHeader)), 8u);  // the common fields alone
 }
 
 TEST(EventFormat, WeightFieldNamesTheFieldsThereAre) {

@@ -106,10 +106,10 @@ uint32_t Attachments::source_of(const std::string& name) {
 }
 
 PerfLink Attachments::attach_tracepoint(const Tracepoint& tp) {
-  // The cookie tells the shared program which source fired and where its
-  // weight is.
+  // The cookie tells the shared program which source fired, where its
+  // weight is and how much of the raw record --trace copies.
   return attach_perf_event(object_.tracepoint_prog(), open_tracepoint(tp),
-                           SMT_COOKIE(source_of(tp.str()), tp.weight_field),
+                           SMT_COOKIE(source_of(tp.str()), tp.raw_len, tp.weight_field),
                            "tracepoint " + tp.str());
 }
 

@@ -16,6 +16,8 @@ struct Tracepoint {
   // Where --sum reads an event's weight: SMT_WEIGHT_FIELD(offset, size,
   // signed) of its format file, carried in the link's cookie; 0: weight 1.
   uint32_t weight_field = 0;
+  // --trace: bytes of the raw record the event sends (SMT_COOKIE_RAW_LEN).
+  uint32_t raw_len = 0;
 
   // "CATEGORY:NAME"; throws Error naming the expected form.
   static Tracepoint parse(std::string_view spec);

@@ -1,15 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/export/trace_writer.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
+namespace {
+
+// Its fields hold raw kernel addresses (%p, unresolved %pS), which defeat
+// KASLR: readable by its owner only, as tracefs's `trace` is by root.
+FILE* open_private(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return nullptr;
+  FILE* f = ::fdopen(fd, "w");
+  if (!f) ::close(fd);
+  return f;
+}
+
+}  // namespace
 
 TraceWriter::TraceWriter(const std::string& path) : path_(path) {
-  out_ = path == "-" ? stdout : std::fopen(path.c_str(), "w");
+  out_ = path == "-" ? stdout : open_private(path);
   if (!out_)
     throw Error("cannot write the trace to " + path + ": " + std::strerror(errno) +
                 ": choose a writable --trace file");
@@ -21,22 +38,29 @@ TraceWriter::~TraceWriter() {
   if (out_ && out_ != stdout) std::fclose(out_);
 }
 
-std::string TraceWriter::format(const smt_trace_record& r, const std::string& comm,
-                                const std::string& source) {
+void TraceWriter::set_sources(std::vector<std::string> sources, const std::string& events_dir) {
+  sources_ = std::move(sources);
+  printer_ = std::make_unique<EventPrinter>(sources_, events_dir);
+}
+
+std::string TraceWriter::prefix(const smt_trace_record& r, const std::string& comm) {
   const smt_event_record& e = r.event;
-  char line[160];
-  int n = std::snprintf(
-      line, sizeof(line), "%16s-%-7u [%03u] %5llu.%06llu: %s <stack_id %u>\n", comm.c_str(), e.tid,
-      e.cpu, static_cast<unsigned long long>(r.ts_ns / 1000000000),
-      static_cast<unsigned long long>(r.ts_ns % 1000000000 / 1000), source.c_str(), e.stack_id);
+  char line[96];
+  int n = std::snprintf(line, sizeof(line), "%16s-%-7u [%03u] ..... %5llu.%06llu: ", comm.c_str(),
+                        e.tid, e.cpu, static_cast<unsigned long long>(r.ts_ns / 1000000000),
+                        static_cast<unsigned long long>(r.ts_ns % 1000000000 / 1000));
   return std::string(line, n > 0 ? std::min<size_t>(n, sizeof(line) - 1) : 0);
 }
 
 void TraceWriter::write(const smt_trace_record& r, const std::string& comm) {
   static const std::string unknown = "unknown";
-  const std::string& source = r.event.source < sources_.size() ? sources_[r.event.source] : unknown;
-  std::string line = format(r, comm, source);
-  std::fwrite(line.data(), 1, line.size(), out_);
+  std::string body = printer_ ? printer_->print(r) : std::string();
+  // No fields (-f, --profile) or no format: the event by its source's name.
+  if (body.empty()) body = r.event.source < sources_.size() ? sources_[r.event.source] : unknown;
+  const std::string p = prefix(r, comm);
+  const std::string out =
+      p + body + "\n" + p + "<stack_id " + std::to_string(r.event.stack_id) + ">\n";
+  std::fwrite(out.data(), 1, out.size(), out_);
   ++lines_;
 }
 

@@ -1,15 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
-// --trace: one line per event in ftrace's layout, the stack replaced by its
-// id as the RFC prints it, e.g.
-//   wl-1234    [001]  5123.456789: kmem:kmem_cache_alloc <stack_id 31436>
+// --trace: each event as ftrace prints it (EventPrinter), then its stack as
+// an entry of its own, as the RFC's kernel path prints it, e.g.
+//   wl-1234    [001] .....  5123.456789: kmem_cache_alloc: call_site=... ptr=...
+//   wl-1234    [001] .....  5123.456789: <stack_id 31436>
 // A <stack_id N> resolves against the stack_map export of the same session.
+// The flags column is always "....." (the BPF side cannot see irqs-off,
+// need-resched or the preempt count as ftrace does) and the timestamp is
+// CLOCK_MONOTONIC (bpf_ktime_get_ns), not ftrace's default `local` clock.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "daemon/export/event_printer.h"
 #include "stackmapd/abi.h"
 
 namespace stackmapd {
@@ -23,19 +29,22 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  // Names for smt_trace_record.source, once the session has attached.
-  void set_sources(std::vector<std::string> sources) { sources_ = std::move(sources); }
+  // Names for smt_trace_record.source, once the session has attached; the
+  // format files of those that are tracepoints are read from `events_dir`
+  // (empty: none, events are printed by name only).
+  void set_sources(std::vector<std::string> sources, const std::string& events_dir = "");
   void write(const smt_trace_record& r, const std::string& comm);
   void finish();  // flushes; throws Error if anything failed to reach the file
-  uint64_t lines() const { return lines_; }
+  uint64_t lines() const { return lines_; }  // events written (two lines each)
 
-  static std::string format(const smt_trace_record& r, const std::string& comm,
-                            const std::string& source);
+  // The context both lines of an event start with: "comm-tid [cpu] ..... secs: ".
+  static std::string prefix(const smt_trace_record& r, const std::string& comm);
 
  private:
   std::string path_;
   FILE* out_;
   std::vector<std::string> sources_;
+  std::unique_ptr<EventPrinter> printer_;
   uint64_t lines_ = 0;
 };
 

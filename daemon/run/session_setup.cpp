@@ -51,6 +51,8 @@ void resolve_session_events(SessionConfig& sc, const std::string& events_dir) {
       tp.weight_field = SMT_WEIGHT_FIELD(f.offset, f.size, f.is_signed ? 1u : 0u);
     }
   }
+  if (sc.trace)
+    for (Tracepoint& tp : sc.events) tp.raw_len = trace_raw_len(read_event_format(events_dir, tp));
   sc.machinery = machinery_ranges(Kallsyms::load(), sc);
   if (sc.offcpu) {
     const EventFormat sched_switch =

@@ -47,10 +47,10 @@ Snapshot trace(TraceOptions options) {
   check_privileges();
   check_btf();
   const std::string events_dir = mount_tracefs_events();
+  options.session.trace = !options.trace_path.empty() || !options.perfetto_path.empty();
   resolve_session_events(options.session, events_dir);
   options.session.functions = resolve_functions(
       options.function_patterns, std::filesystem::path(events_dir).parent_path().string());
-  options.session.trace = !options.trace_path.empty() || !options.perfetto_path.empty();
   std::optional<TraceWriter> writer;
   if (!options.trace_path.empty()) writer.emplace(options.trace_path);
   // Perfetto interns a stack's function names with its first event: the
@@ -66,7 +66,7 @@ Snapshot trace(TraceOptions options) {
 
   Foreground foreground;  // before loading: a Ctrl-C meanwhile is kept
   BpfSession session(options.session);
-  if (writer) writer->set_sources(session.sources());
+  if (writer) writer->set_sources(session.sources(), events_dir);
   if (options.session.trace)
     session.set_trace_sink([&](const smt_trace_record& r, const std::string& comm) {
       if (writer) writer->write(r, comm);

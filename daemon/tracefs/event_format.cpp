@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "daemon/sys/error.h"
+#include "stackmapd/abi.h"
 
 namespace stackmapd {
 
@@ -263,6 +264,17 @@ EventField weight_field(const EventFormat& format, const std::string& field) {
                 (numeric.empty() ? "it has no numeric fields"
                                  : "numeric fields are " + join_names(numeric)));
   return *f;
+}
+
+uint32_t trace_raw_len(const EventFormat& format) {
+  uint32_t end = 8;
+  for (const EventField& f : format.fields) {
+    if (f.type.find("__data_loc") != std::string::npos ||
+        f.type.find("__rel_loc") != std::string::npos)
+      return SMT_TRACE_RAW_MAX;
+    end = std::max(end, f.offset + f.size);
+  }
+  return std::min<uint32_t>(end, SMT_TRACE_RAW_MAX);
 }
 
 }  // namespace stackmapd

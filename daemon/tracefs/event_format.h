@@ -34,6 +34,13 @@ struct EventFormat {
   const EventField* find(std::string_view field) const;
 };
 
+// Bytes of an event's raw record --trace copies: the end of its last fixed
+// field (common fields take the first 8 bytes), or SMT_TRACE_RAW_MAX when
+// a __data_loc/__rel_loc field places data after the fixed ones (the perf
+// tracepoint buffer is far larger, so the read does not fault). Clamped to
+// SMT_TRACE_RAW_MAX.
+uint32_t trace_raw_len(const EventFormat& format);
+
 // Parses the text of <events>/<system>/<name>/format as the kernel writes it.
 // The text does not name the system: `system` is left empty. Throws Error on
 // text it cannot parse.

@@ -168,14 +168,18 @@ struct smt_cpu_counters {
 	__u64 epoch[2][SMC_NR];
 };
 
-/* A tracepoint link's attach cookie: the source index in the low 32 bits,
- * above them where --sum reads the event's weight (0: each event weighs 1),
+/* A tracepoint link's attach cookie: the source index in bits 0-15, in bits
+ * 16-31 how many bytes of the raw tracepoint record --trace copies (0: none),
+ * in bits 32-63 where --sum reads the event's weight (0: each event weighs 1),
  * so the event path needs no per-source lookup. */
 #define SMT_WEIGHT_FIELD(offset, size, is_signed) ((offset) << 8 | (size) << 1 | (is_signed))
 #define SMT_WEIGHT_OFFSET(field) ((field) >> 8)
 #define SMT_WEIGHT_SIZE(field) (((field) >> 1) & 0xf)
 #define SMT_WEIGHT_SIGNED(field) ((field)&1)
-#define SMT_COOKIE(source, weight_field) ((__u64)(weight_field) << 32 | (source))
+#define SMT_COOKIE(source, raw_len, weight_field) \
+	((__u64)(weight_field) << 32 | (__u64)((raw_len)&0xffff) << 16 | ((source)&0xffff))
+#define SMT_COOKIE_SOURCE(cookie) ((__u32)(cookie)&0xffff)
+#define SMT_COOKIE_RAW_LEN(cookie) ((__u32)((cookie) >> 16) & 0xffff)
 
 /* Ring-buffer records, told apart by size. An event carries what
  * attribution needs (--by, --sum, --offcpu): who, where, which source and
@@ -257,10 +261,19 @@ struct smt_name_record {
 /* Distinct thread names the BPF side keeps ids for. */
 #define SMT_MAX_NAMES 8192
 
-/* --trace: the event with its timestamp (CLOCK_MONOTONIC). */
+/* Bytes of a tracepoint's raw record (common fields first, as its format
+ * file lays them out) a --trace record carries at most. */
+#define SMT_TRACE_RAW_MAX 256
+
+/* --trace: the event with its timestamp (CLOCK_MONOTONIC) and the first
+ * raw_len bytes of the tracepoint's raw record (0 for -f and --profile
+ * events, which have no fields); raw[] past raw_len is undefined. */
 struct smt_trace_record {
 	struct smt_event_record event;
 	__u64 ts_ns;
+	__u32 raw_len;
+	__u32 reserved;
+	char raw[SMT_TRACE_RAW_MAX];
 };
 
 /* --offcpu: a switched-out thread, until it runs again (keyed by tid). */
@@ -313,7 +326,7 @@ SMT_STATIC_ASSERT(sizeof(struct smt_event_record) == 40, "event layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_name_record) == 24, "name layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_stack_record) == 56 + 8 * SMT_MAX_DEPTH, "stack layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_count_record) == 48, "count layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_trace_record) == 48, "trace layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_trace_record) == 56 + SMT_TRACE_RAW_MAX, "trace layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_offcpu_start) == 40, "offcpu layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_config) == 56 + 16 * SMT_MAX_STRIP, "config layout");
 
