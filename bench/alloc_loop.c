@@ -56,8 +56,8 @@ static int one_op(const char *path, int kind)
 		close(fd);
 		return 0;
 	case 4:
-		m = mmap(NULL, 4 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			 -1, 0);
+		m = mmap(NULL, 4 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			 0);
 		if (m == MAP_FAILED)
 			return perror("alloc_loop: mmap"), 1;
 		memset(m, 1, 4 * 4096);
@@ -86,8 +86,7 @@ static double now_s(void)
 }
 
 /* The loop: ops done in `duration` seconds (-1 on an error), the time in *secs. */
-static long run_loop(const char *path, int mix, int idx, double duration, double rate,
-		     double *secs)
+static long run_loop(const char *path, int mix, int idx, double duration, double rate, double *secs)
 {
 	long ops = 0;
 	double start = now_s(), end = start + duration, t = start;

@@ -29,6 +29,23 @@ std::vector<__u64> stack_of(__u64 n, __u32 depth = 8) {
   return ips;
 }
 
+__u32 find(const smt_table& t, const std::vector<__u64>& ips, __u32 seed = 7) {
+  return smt_find_published(t.slots.data(), t.pool.data(), kBits, seed, ips.data(),
+                            static_cast<__u32>(ips.size()));
+}
+
+TEST(StackTable, ReaderFindsPublishedStacksByTheirFrames) {
+  smt_table t(kBits);
+  std::vector<__u32> ids;
+  for (__u64 n = 0; n < 300; ++n) ids.push_back(lookup(t, stack_of(n)).id);
+  for (__u64 n = 0; n < 300; ++n) EXPECT_EQ(find(t, stack_of(n)), ids[n]) << "stack " << n;
+  EXPECT_EQ(find(t, stack_of(1000)), SMT_NO_STACK_ID) << "never inserted";
+  EXPECT_EQ(find(t, stack_of(1), 8), SMT_NO_STACK_ID) << "another seed hashes elsewhere";
+  const Result claimed = lookup(t, stack_of(2000));
+  t.slots[claimed.id].elt = SMT_ELT_NONE;  // claimed, not yet published
+  EXPECT_EQ(find(t, stack_of(2000)), SMT_NO_STACK_ID);
+}
+
 TEST(StackTable, InsertThenFindGivesTheSameSlotId) {
   smt_table t(kBits);
   auto s = stack_of(1);

@@ -164,6 +164,14 @@ void RingConsumer::on_stack(const smt_stack_record& r) {
     return;
   }
   std::vector<uint64_t> frames(r.ips, r.ips + std::min<uint32_t>(r.nr, SMT_MAX_DEPTH));
+  // A stack whose slot was still being written is in the table by now: one
+  // stack keeps one id.
+  smt_event_record e = r.counts.event;
+  e.stack_id = table_.find(frames);
+  if (e.stack_id != SMT_NO_STACK_ID) {
+    count_event(e, r.counts.count);
+    return;
+  }
   auto it = overflow_ids_.find(frames);
   if (it == overflow_ids_.end()) {
     if (overflow_ids_.size() >= kOverflowStacks) {

@@ -41,6 +41,13 @@ const smt_elt* TableView::published_elt(uint32_t id) const {
   return smt_published_elt(slots_.as<const smt_slot>(), pool_.as<const smt_elt>(), bits_, id);
 }
 
+uint32_t TableView::find(const std::vector<uint64_t>& ips) const {
+  if (ips.empty() || ips.size() > SMT_MAX_DEPTH) return SMT_NO_STACK_ID;
+  return smt_find_published(slots_.as<const smt_slot>(), pool_.as<const smt_elt>(), bits_,
+                            shared().hash_seed, reinterpret_cast<const __u64*>(ips.data()),
+                            static_cast<__u32>(ips.size()));
+}
+
 void TableView::add_ref(uint32_t id, uint64_t n) const {
   // No BPF program writes a published element: a relaxed add is ours alone.
   if (const smt_elt* e = published_elt(id))

@@ -27,6 +27,8 @@ class TableView {
 
   // The element slot `id` publishes (stack_table.h's smt_published_elt).
   const smt_elt* published_elt(uint32_t id) const;
+  // The id of the published stack with these frames, or SMT_NO_STACK_ID.
+  uint32_t find(const std::vector<uint64_t>& ips) const;
   // Adds events the daemon counted to a published stack's ref_count.
   void add_ref(uint32_t id, uint64_t n) const;
   // The table's own view of a stack: its frames and ref_count.

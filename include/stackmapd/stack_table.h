@@ -97,6 +97,48 @@ SMT_INLINE const struct smt_elt *smt_published_elt(const struct smt_slot *slots,
 	return e;
 }
 
+SMT_INLINE int smt_frames_equal(const struct smt_elt *e, const __u64 *ips, __u32 nr)
+{
+	if (e->nr != nr)
+		return 0;
+	for (__u32 k = 0; k < SMT_MAX_DEPTH; k++) {
+		if (k >= nr)
+			break;
+		if (e->ips[k] != ips[k])
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * The reader side's lookup by frames: the id of the published stack equal
+ * to ips[0..nr), found by the writers' hash and probe order, or
+ * SMT_NO_STACK_ID. Writes nothing; for the daemon, which is sent the frames
+ * of an event that found its stack's slot still being written (SMT_BUSY).
+ */
+SMT_INLINE __u32 smt_find_published(const struct smt_slot *slots, const struct smt_elt *pool,
+				    __u32 bits, __u32 seed, const __u64 *ips, __u32 nr)
+{
+	__u32 key = smt_jhash2_ips(ips, nr, seed), home, idx, k;
+	const struct smt_elt *e;
+
+	if (!key)
+		key = 1; /* as smt_probe_init */
+	home = key >> (32 - (bits + 1));
+	for (__u32 i = 0; i < SMT_MAX_PROBES; i++) {
+		idx = (home + i) & (smt_table_size(bits) - 1);
+		k = smt_load32(&slots[idx].key);
+		if (!k)
+			break;
+		if (k != key)
+			continue;
+		e = smt_published_elt(slots, pool, bits, idx);
+		if (e && smt_frames_equal(e, ips, nr))
+			return idx;
+	}
+	return SMT_NO_STACK_ID;
+}
+
 #ifndef SMT_TABLE_READER_ONLY
 
 enum smt_status {
@@ -141,19 +183,6 @@ SMT_INLINE void smt_probe_init(struct smt_probe *p, struct smt_shared *shared, c
 	p->home = key >> (32 - (bits + 1));
 	p->idx = p->home;
 	p->status = SMT_PROBING;
-}
-
-SMT_INLINE int smt_frames_equal(const struct smt_elt *e, const __u64 *ips, __u32 nr)
-{
-	if (e->nr != nr)
-		return 0;
-	for (__u32 k = 0; k < SMT_MAX_DEPTH; k++) {
-		if (k >= nr)
-			break;
-		if (e->ips[k] != ips[k])
-			return 0;
-	}
-	return 1;
 }
 
 SMT_INLINE int smt_insert_here(struct smt_table *t, struct smt_probe *p, struct smt_slot *slot)
