@@ -88,6 +88,8 @@ struct stack_buf {
 	 * than is kept: a full buffer means a deeper stack. */
 	__u64 ips[SMT_MAX_STRIP_FRAMES + SMT_MAX_DEPTH + 1];
 	__u32 verify_countdown;
+	__u32 reserved;
+	struct smt_trace_record trace; /* --trace: a record is written here, then sent */
 };
 
 struct {
@@ -540,14 +542,13 @@ static __always_inline int send_stack(const volatile struct smt_config *cfg, str
  * the first raw_len bytes of ctx, the tracepoint's raw entry (the daemon
  * sized raw_len from its format file; 0 for -f and --profile sources). */
 static __always_inline enum smt_counter send_trace(const volatile struct smt_config *cfg,
-						   struct smt_batch *b,
+						   struct smt_batch *b, struct stack_buf *buf,
 						   const struct smt_event_record *e, void *ctx,
 						   __u32 raw_len)
 {
-	struct smt_trace_record *t = bpf_ringbuf_reserve(&ids, sizeof(*t), 0);
+	struct smt_trace_record *t = &buf->trace;
+	__u32 size;
 
-	if (!t)
-		return SMC_DROP_RINGBUF_FULL;
 	t->event = *e;
 	t->ts_ns = bpf_ktime_get_ns();
 	if (raw_len > SMT_TRACE_RAW_MAX)
@@ -556,7 +557,14 @@ static __always_inline enum smt_counter send_trace(const volatile struct smt_con
 	t->reserved = 0;
 	if (raw_len && !bpf_probe_read_kernel(t->raw, raw_len, ctx))
 		t->raw_len = raw_len;
-	submit(cfg, b, t, sizeof(*t));
+	/* Copied, not reserved: a reservation's size must be a constant, and
+	 * most events' fields are a fraction of SMT_TRACE_RAW_MAX. */
+	size = SMT_TRACE_SIZE(t->raw_len);
+	if (size > sizeof(*t))
+		size = sizeof(*t);
+	if (bpf_ringbuf_output(&ids, t, size, wakeup_flags(cfg)))
+		return SMC_DROP_RINGBUF_FULL;
+	b->counters.ring_bytes += size + BPF_RINGBUF_HDR_SZ;
 	return SMC_HITS;
 }
 
@@ -581,7 +589,7 @@ static __always_inline enum smt_counter deliver(const volatile struct smt_config
 	if (outcome != SMC_HITS)
 		return outcome;
 	if (cfg->trace_records)
-		return send_trace(cfg, b, e, ctx, raw_len);
+		return send_trace(cfg, b, buf, e, ctx, raw_len);
 	if (every && ++buf->verify_countdown >= every) {
 		buf->verify_countdown = 0;
 		send_stack(cfg, b, batch, e, 0, buf, p->nr);

@@ -88,12 +88,12 @@ TEST_F(BpfSessionTest, EveryIdResolvesAndCountsAgree) {
   EXPECT_EQ(st.bad_records, 0u) << "ids that did not resolve to a published stack";
 
   // The daemon's counts (from the ring buffer) against the table's own.
-  EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS));
+  EXPECT_EQ(s.store().total_events(), st.counted());
   EXPECT_EQ(s.store().size(), st.entries);
   EXPECT_EQ(st.get(SMC_INSERTS), st.entries);
   uint64_t table_refs = 0;
   for (const StackRecord& t : s.table_stacks()) table_refs += t.ref_count;
-  EXPECT_EQ(table_refs, st.get(SMC_HITS));
+  EXPECT_EQ(table_refs, st.counted());
   for (const StackRecord& r : s.store().snapshot(s.sources())) {
     StackRecord t = s.table_stack(r.stack_id);
     ASSERT_EQ(t.ips, r.ips) << "stack_id " << r.stack_id;
@@ -179,7 +179,7 @@ TEST_F(BpfSessionTest, VerifyModeFindsEverySampledStackStoredUnderItsId) {
   EXPECT_GT(st.verify_ok, st.get(SMC_HITS) / 7 - 10);
   EXPECT_EQ(st.verify_mismatch, 0u);
   EXPECT_EQ(st.bad_records, 0u);
-  EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS)) << "a sample also counts its event, once";
+  EXPECT_EQ(s.store().total_events(), st.counted()) << "a sample also counts its event, once";
 }
 
 // Both CPUs produce while snapshots are taken: each one is exact (every event
@@ -194,7 +194,7 @@ TEST_F(BpfSessionTest, SnapshotsUnderLoadAreExact) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   for (int i = 0; i < 200 || (last_hits < 20000 && std::chrono::steady_clock::now() < until); ++i) {
     const Snapshot snap = s.snapshot();
-    ASSERT_EQ(total_refs(snap), snap.stats.get(SMC_HITS)) << "snapshot " << i;
+    ASSERT_EQ(total_refs(snap), snap.stats.counted()) << "snapshot " << i;
     ASSERT_EQ(snap.stats.events_total, snap.stats.events()) << "snapshot " << i;
     for (const StackRecord& r : snap.stacks) {
       uint64_t by = 0;
@@ -211,7 +211,7 @@ TEST_F(BpfSessionTest, SnapshotsUnderLoadAreExact) {
   EXPECT_GT(last_hits, 10000u);
   s.detach();
   const TableStats st = s.stats();
-  EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS)) << "detached, the store holds all";
+  EXPECT_EQ(s.store().total_events(), st.counted()) << "detached, the store holds all";
   EXPECT_LT(st.ring_bytes, st.events() * 16) << "batches send less than a record per event";
 }
 
@@ -254,6 +254,7 @@ TEST_F(BpfSessionTest, ResetUnderLoadNeverExposesOldOrTornStacks) {
     c.events.push_back({"kmem", name});
   c.events.push_back({"sched", "sched_switch"});
   c.verify_every = 3;
+  c.ringbuf_bytes = 16u << 20;  // room for the samples' frames (576 B each) between drains
   BpfSession s(c);
   TwoThreadLoad load;
 
@@ -264,7 +265,7 @@ TEST_F(BpfSessionTest, ResetUnderLoadNeverExposesOldOrTornStacks) {
     Snapshot ended = s.reset();
     uint64_t refs = 0;
     for (const auto& st : ended.stacks) refs += st.ref_count;
-    ASSERT_EQ(refs, ended.stats.get(SMC_HITS)) << "reset " << i << ": the ended epoch is exact";
+    ASSERT_EQ(refs, ended.stats.counted()) << "reset " << i << ": the ended epoch is exact";
     ASSERT_EQ(ended.stacks.size(), ended.stats.get(SMC_INSERTS)) << "reset " << i;
     ended_hits += ended.stats.get(SMC_HITS);
     ended_drops += ended.stats.drops();
@@ -335,7 +336,7 @@ TEST_F(BpfSessionTest, PinnedTableSurvivesTheDaemon) {
     }
     run_load(s, 5);
     TableStats st = s.stats();
-    EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS)) << "counting goes on exactly";
+    EXPECT_EQ(s.store().total_events(), st.counted()) << "counting goes on exactly";
     EXPECT_GT(st.get(SMC_HITS), before.empty() ? 0 : before[0].ref_count);
     for (const auto& r : before)  // the same stack keeps its id
       EXPECT_EQ(s.table_stack(r.stack_id).ips, r.ips);
@@ -394,7 +395,7 @@ TEST_F(BpfSessionTest, ResetRollsBackWhenTheGracePeriodFails) {
       << "the table was left resetting";
   const Snapshot live = s.snapshot();
   EXPECT_GE(live.stacks.size(), stacks) << "nothing was cleared";
-  EXPECT_EQ(total_refs(live), live.stats.get(SMC_HITS)) << "a snapshot is exact, attached too";
+  EXPECT_EQ(total_refs(live), live.stats.counted()) << "a snapshot is exact, attached too";
 
   s.set_grace_period(
       [] { return static_cast<int>(syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0)); });
@@ -405,7 +406,7 @@ TEST_F(BpfSessionTest, ResetRollsBackWhenTheGracePeriodFails) {
   s.detach();
   s.drain(0);
   EXPECT_EQ(s.stats().stale_records, 0u);
-  EXPECT_EQ(s.store().total_events(), s.stats().get(SMC_HITS));
+  EXPECT_EQ(s.store().total_events(), s.stats().counted());
 }
 
 // load() attaches nothing; attach() all or nothing; detach() and attach() again.
@@ -450,7 +451,7 @@ TEST_F(BpfSessionTest, FailedReattachKeepsTheAttachedEvents) {
   s.detach();
   s.drain(0);
   TableStats st = s.stats();
-  EXPECT_EQ(s.store().total_events(), st.get(SMC_HITS));
+  EXPECT_EQ(s.store().total_events(), st.counted());
   EXPECT_EQ(st.events_total, st.events());
   EXPECT_EQ(st.bad_records, 0u);
 }
@@ -478,7 +479,7 @@ TEST_F(BpfSessionTest, HandoverOfAPinnedTableCountsEveryEventOnce) {
   EXPECT_TRUE(fresh->resumed());
   EXPECT_EQ(fresh->store().total_events(), old->store().total_events())
       << "the new session starts from the table's counts";
-  EXPECT_EQ(old->store().total_events(), old->stats().get(SMC_HITS));
+  EXPECT_EQ(old->store().total_events(), old->stats().counted());
   EXPECT_GT(counts_more(*fresh), 1000u);
   // (The old session must not drain any more: it would consume the new one's
   // records from the ring they share. A reload destroys it here.)
@@ -497,10 +498,10 @@ TEST_F(BpfSessionTest, HandoverOfAPinnedTableCountsEveryEventOnce) {
   failing.reset();
   old.reset();
   TableStats st = fresh->stats();
-  EXPECT_EQ(fresh->store().total_events(), st.get(SMC_HITS)) << "every event counted once";
+  EXPECT_EQ(fresh->store().total_events(), st.counted()) << "every event counted once";
   uint64_t table_refs = 0;
   for (const StackRecord& t : fresh->table_stacks()) table_refs += t.ref_count;
-  EXPECT_EQ(table_refs, st.get(SMC_HITS));
+  EXPECT_EQ(table_refs, st.counted());
   EXPECT_EQ(st.stale_records, 0u);
   EXPECT_EQ(st.bad_records, 0u);
   EXPECT_EQ(st.verify_mismatch, 0u);

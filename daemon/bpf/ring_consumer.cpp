@@ -200,9 +200,11 @@ int RingConsumer::on_record(void* ctx, void* data, size_t size) {
   } else if (size == sizeof(smt_stack_record)) {
     const auto r = record_at<smt_stack_record>(data);
     if (r.counts.count == 0 || !self->held(data, size, r.counts.seq)) self->on_stack(r);
-  } else if (size == sizeof(smt_trace_record) && self->trace_records_) {
-    const auto t = record_at<smt_trace_record>(data);
-    if (self->count_event(t.event, 1) && self->trace_sink_)
+  } else if (self->trace_records_ && size >= SMT_TRACE_HEADER && size <= sizeof(smt_trace_record)) {
+    smt_trace_record t = {};  // sent with its raw bytes only (abi.h)
+    std::memcpy(&t, data, size);
+    if (t.raw_len > size - SMT_TRACE_HEADER) ++self->bad_records_;
+    else if (self->count_event(t.event, 1) && self->trace_sink_)
       self->trace_sink_(t, self->comm_of(t.event.name));
   } else if (size == sizeof(smt_event_record) && self->trace_records_) {
     self->count_event(record_at<smt_event_record>(data), 1);  // an --offcpu block

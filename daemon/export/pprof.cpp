@@ -210,7 +210,7 @@ class Encoder {
     ProtoWriter loc;
     loc.varint(pb::kLocId, it->second);
     loc.varint(pb::kLocMappingId, kKernelMappingId);
-    loc.varint(pb::kAddress, ip);
+    loc.varint(pb::kAddress, shown(ip));
     if (std::string name = names_ ? names_(ip) : ""; !name.empty()) {
       ProtoWriter line;
       line.varint(pb::kFunctionId, function(name));
@@ -234,11 +234,13 @@ class Encoder {
     return it->second;
   }
 
+  uint64_t shown(uint64_t ip) const { return ip >= opt_.address_base ? ip - opt_.address_base : 0; }
+
   void write_mapping() {
     ProtoWriter m;
     m.varint(pb::kMappingId, kKernelMappingId);
-    m.varint(pb::kMemoryStart, min_ip_);
-    m.varint(pb::kMemoryLimit, max_ip_ + 1);
+    m.varint(pb::kMemoryStart, shown(min_ip_));
+    m.varint(pb::kMemoryLimit, shown(max_ip_) + 1);
     m.varint(pb::kFilename, strings_.id("[kernel.kallsyms]"));
     if (!snap_.kernel.build_id.empty()) m.varint(pb::kBuildId, strings_.id(snap_.kernel.build_id));
     m.varint(pb::kHasFunctions, 1);

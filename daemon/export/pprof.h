@@ -44,6 +44,10 @@ struct PprofOptions {
   std::optional<std::vector<KeyField>> label_keys;
   int64_t time_nanos = 0;      // start of the profile, CLOCK_REALTIME; 0: not written
   int64_t duration_nanos = 0;  // its length; 0: not written
+  // Addresses are written less this (the kernel's _text: KASLR-free offsets a
+  // vmlinux symbolizes), for readers not trusted with raw kernel addresses;
+  // one below it is written as 0. 0: raw addresses.
+  uint64_t address_base = 0;
 };
 
 // The gzipped profile. Labels only when the snapshot's keys were asked for

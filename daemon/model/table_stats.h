@@ -35,6 +35,10 @@ struct TableStats {
     for (int c = SMC_FIRST_DROP; c <= SMC_LAST_DROP; ++c) d += counters[c];
     return d;
   }
+  // Events the daemon counts under a stack: hits, and the table's drops whose
+  // frames were sent whole instead (a busy slot's stack then counts under
+  // its table id, the rest in the overflow store).
+  uint64_t counted() const { return get(SMC_HITS) + get(SMC_SENT_WHOLE); }
   // Every event of this epoch ends in a hit or exactly one named drop.
   uint64_t events() const { return get(SMC_HITS) + drops(); }
   bool pool_full() const { return entries >= pool_size; }

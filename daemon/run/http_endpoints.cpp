@@ -13,6 +13,7 @@
 #include "daemon/export/exports.h"
 #include "daemon/export/pprof.h"
 #include "daemon/http/page.h"
+#include "daemon/symbols/kallsyms.h"
 
 namespace stackmapd {
 
@@ -131,6 +132,9 @@ void HttpEndpoints::profile(const http::Request& req, const http::Server::Respon
                                 opt.time_nanos = start;
                                 opt.duration_nanos = seconds * 1000000000LL;
                                 opt.label_keys = fleet_keys(before->keys);
+                                // Over TCP any local user may ask: offsets from _text.
+                                if (!addresses_ && source_.symbols())
+                                  opt.address_base = source_.symbols()->text_address();
                                 http::Response r;
                                 r.content_type = "application/octet-stream";
                                 r.headers.emplace_back("Content-Disposition",

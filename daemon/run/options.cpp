@@ -33,11 +33,11 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
     app.add_option("--cpu", o.cpu, "Only events on this CPU");
   }
   shown(app.add_option("--bits", o.bits, "Table size: 2^bits unique stacks, 10..20"), true);
-  shown(app.add_option(
-            "--ringbuf-kb", o.ringbuf_kb,
-            fg ? "Ring buffer size in KiB, a power of two (56 B per --trace event until drained; "
-                 "counts need a record per batch entry that makes room)"
-               : "Ring buffer size in KiB, a power of two"),
+  shown(app.add_option("--ringbuf-kb", o.ringbuf_kb,
+                       fg ? "Ring buffer size in KiB, a power of two (64 B and the event's fields "
+                            "per --trace event; "
+                            "counts need a record per batch entry that makes room)"
+                          : "Ring buffer size in KiB, a power of two"),
         true);
   shown(app.add_option("--verify", o.verify,
                        fg ? "Also send the captured frames of 1 in N events and check them against "

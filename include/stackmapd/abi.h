@@ -217,7 +217,7 @@ struct smt_count_record {
 #define SMT_MAX_CPUS ((1U << (32 - SMT_SEQ_BITS)) / SMT_MAX_NEST)
 
 /* Distinct keys a batch holds, direct-mapped by stack and thread. */
-#define SMT_BATCH_BITS 6
+#define SMT_BATCH_BITS 8
 #define SMT_BATCH_ENTRIES (1U << SMT_BATCH_BITS)
 
 /*
@@ -276,6 +276,11 @@ struct smt_trace_record {
 	char raw[SMT_TRACE_RAW_MAX];
 };
 
+/* A trace record goes with the raw bytes its event has, no more: its size
+ * in the ring is the header and raw_len rounded up to 8 (56..312 bytes). */
+#define SMT_TRACE_HEADER 56U
+#define SMT_TRACE_SIZE(raw_len) (SMT_TRACE_HEADER + (((raw_len) + 7U) & ~7U))
+
 /* --offcpu: a switched-out thread, until it runs again (keyed by tid). */
 struct smt_offcpu_start {
 	__u64 ts_ns;
@@ -326,7 +331,8 @@ SMT_STATIC_ASSERT(sizeof(struct smt_event_record) == 40, "event layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_name_record) == 24, "name layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_stack_record) == 56 + 8 * SMT_MAX_DEPTH, "stack layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_count_record) == 48, "count layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_trace_record) == 56 + SMT_TRACE_RAW_MAX, "trace layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_trace_record) == SMT_TRACE_HEADER + SMT_TRACE_RAW_MAX,
+		  "trace layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_offcpu_start) == 40, "offcpu layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_config) == 56 + 16 * SMT_MAX_STRIP, "config layout");
 
