@@ -434,7 +434,7 @@ wait_attached "$tmp/folded.err" $sp
 wait $sp
 rc=$?
 check "--folded - --by comm session exits 0 ($(tail -1 "$tmp/folded.err"))" '[ $rc -eq 0 ]'
-hits=$(stat_of hits "$out/stack_map_stat")
+hits=$(counted_of "$out/stack_map_stat")
 check "--by comm: no (stack, comm) pair overflowed ($(j other "$out/stack_map.json") 'other' entries)" \
   '[ "$(j other "$out/stack_map.json")" -eq 0 ]'
 check "folded: every line is 'comm;frame;...;frame count' (2 frames at least)" \

@@ -24,6 +24,9 @@ check() {  # check DESCRIPTION 'CONDITION'
   return 0
 }
 stat_of() { grep "^$1:" "$2" | awk '{print $2}'; }  # stat_of FIELD stack_map_stat
+# The events the exports count: hits, and the table's drops sent whole
+# (a slot another CPU was writing: its stack counts under its table id).
+counted_of() { echo $(( $(stat_of hits "$1") + $(stat_of sent_whole "$1") )); }
 
 # A check whose condition is ANDed or ORed outside its quotes, as in
 #   check "x" '[ a ]' && [ b ]

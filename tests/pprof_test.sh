@@ -51,7 +51,7 @@ session() {
 # --- 1. a session's profile, read by pprof and protoc ------------------------
 session by -e kmem:kmem_cache_alloc --by comm,pid --top 1
 p=$tmp/by.pb.gz
-hits=$(stat_of hits "$tmp/by/stack_map_stat")
+hits=$(counted_of "$tmp/by/stack_map_stat")
 check "the profile is gzip, mode 0640 (raw kernel addresses)" \
   '[ "$(head -c2 "$p" | od -An -tx1 | tr -d " ")" = 1f8b ] && [ "$(stat -c %a "$p")" = 640 ]'
 "$PPROF" -raw "$p" > "$tmp/by.raw" 2> "$tmp/by.raw.err"
@@ -107,7 +107,7 @@ check "decode of FSMB: same total ($hits), no labels" \
 
 # --- 3. --profile HZ and --sum -------------------------------------------------
 session prof --profile 99
-ptotal=$(stat_of hits "$tmp/prof/stack_map_stat")
+ptotal=$(counted_of "$tmp/prof/stack_map_stat")
 "$PPROF" -raw "$tmp/prof.pb.gz" > "$tmp/prof.raw" 2> /dev/null
 check "--profile 99: samples/count and cpu/nanoseconds, period 10101010 ns" \
   'grep -q "^samples/count cpu/nanoseconds" "$tmp/prof.raw" && grep -qE "^Period: 10101010\$" "$tmp/prof.raw"'
