@@ -162,6 +162,12 @@ std::string format_metrics(const MetricsInput& in) {
 
 ProcessStats read_process_stats() {
   ProcessStats ps;
+  // statm's second field: resident pages (qemu-user, which runs the arm64
+  // tests, fakes /proc/self/stat with rss 0 but passes statm through).
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size_pages = 0, resident_pages = 0;
+  if (statm >> size_pages >> resident_pages)
+    ps.resident_bytes = resident_pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   std::ifstream stat_file("/proc/self/stat");
   std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
   // The fields after the command name, which may hold spaces and ')'.
@@ -175,7 +181,6 @@ ProcessStats read_process_stats() {
       const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
       ps.cpu_seconds = (std::stod(f[11]) + std::stod(f[12])) / tick;
       ps.virtual_bytes = std::stoull(f[20]);
-      ps.resident_bytes = std::stoull(f[21]) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
       std::ifstream proc_stat("/proc/stat");
       for (std::string key; proc_stat >> key;) {
         if (key == "btime") {
