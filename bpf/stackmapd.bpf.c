@@ -53,6 +53,7 @@
 
 struct smt_table; /* the BPF side reaches its table through global maps */
 
+#ifndef SMT_BPFLOADER
 /* The daemon mmaps both arrays to read each new stack once, without syscalls. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -79,6 +80,7 @@ struct {
 	__type(value, struct smt_batch);
 	__uint(max_entries, SMT_SIZED(1, SMT_BPFLOADER_CPUS *SMT_MAX_NEST));
 } batches SEC(".maps");
+#endif
 
 /* 512 bytes of frames do not fit beside the rest on the 512-byte BPF stack.
  * One buffer per CPU and nesting level: an fentry program may run inside a
@@ -92,6 +94,7 @@ struct stack_buf {
 	struct smt_trace_record trace; /* --trace: a record is written here, then sent */
 };
 
+#ifndef SMT_BPFLOADER
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
@@ -119,22 +122,10 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, SMT_SIZED(4 << 20, SMT_BPFLOADER_RING_BYTES));
 } ids SEC(".maps");
+#endif
 
 #ifdef SMT_BPFLOADER
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct smt_config);
-	__uint(max_entries, 1);
-} settings SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct smt_globals);
-	__uint(max_entries, 1);
-} globals SEC(".maps");
+#include "bpfloader_maps.bpf.h"
 
 static __always_inline const volatile struct smt_config *get_config(void)
 {
@@ -149,7 +140,31 @@ static __always_inline struct smt_globals *get_globals(void)
 
 	return bpf_map_lookup_elem(&globals, &zero);
 }
+
+static __always_inline __u64 cookie_at(__u32 key)
+{
+	__u64 *cookie = bpf_map_lookup_elem(&cookies, &key);
+
+	return cookie ? *cookie : 0;
+}
+
+/* A tracepoint record starts with its event's id (common_type), which the
+ * verifier lets a program read only through a probe. */
+static __always_inline __u64 tracepoint_cookie(void *ctx)
+{
+	__u16 common_type = 0;
+
+	bpf_probe_read_kernel(&common_type, sizeof(common_type), ctx);
+	return cookie_at(common_type);
+}
+
+#define SMT_TRACEPOINT_COOKIE(ctx) tracepoint_cookie(ctx)
+#define SMT_PROFILE_COOKIE(ctx) cookie_at(SMT_PROFILE_COOKIE_KEY)
+SMT_LOADER_PROG(stackmapd_tracepoint);
+SMT_LOADER_PROG(stackmapd_profile);
 #else
+#define SMT_TRACEPOINT_COOKIE(ctx) bpf_get_attach_cookie(ctx)
+#define SMT_PROFILE_COOKIE(ctx) bpf_get_attach_cookie(ctx)
 /* Waking the consumer costs microseconds per wakeup (an irq_work and a
  * reschedule), several times the whole stack capture. Records go in silently
  * and the daemon drains on a timer; only a ring filling up wakes it early. */
@@ -703,13 +718,13 @@ static __always_inline int record_stack(void *ctx, __u64 cookie, __u32 skip)
 SMT_SEC("tracepoint/stackmapd", "tracepoint")
 int stackmapd_tracepoint(void *ctx)
 {
-	return record_stack(ctx, bpf_get_attach_cookie(ctx), 0);
+	return record_stack(ctx, SMT_TRACEPOINT_COOKIE(ctx), 0);
 }
 
 SMT_SEC("perf_event/stackmapd", "perf_event")
 int stackmapd_profile(void *ctx)
 {
-	return record_stack(ctx, (__u32)bpf_get_attach_cookie(ctx), 0);
+	return record_stack(ctx, (__u32)SMT_PROFILE_COOKIE(ctx), 0);
 }
 
 #ifndef SMT_BPFLOADER

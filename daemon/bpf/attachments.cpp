@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/bpf/attachments.h"
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +12,7 @@
 #include "daemon/bpf/preflight.h"
 #include "daemon/sys/error.h"
 #include "stackmapd.skel.h"
+#include "stackmapd/bpfloader_abi.h"
 
 namespace stackmapd {
 
@@ -27,17 +29,26 @@ uint64_t tracepoint_id(const Tracepoint& tp) {
 }
 
 // One event on CPU 0 is enough: the program runs wherever the tracepoint fires.
-UniqueFd open_tracepoint(const Tracepoint& tp) {
+UniqueFd open_tracepoint(const Tracepoint& tp, uint64_t id) {
   perf_event_attr attr = {};
   attr.size = sizeof(attr);
   attr.type = PERF_TYPE_TRACEPOINT;
-  attr.config = tracepoint_id(tp);
+  attr.config = id;
   attr.sample_period = 1;
   UniqueFd fd = open_perf_event(&attr, 0);
   if (!fd)
     throw Error("cannot open tracepoint " + tp.str() + ": " + std::strerror(errno) +
                 ": needs CAP_PERFMON (or root)");
   return fd;
+}
+
+// --pinned: what the cookie would carry, stored under `key` before the
+// program is attached (bpf/bpfloader_maps.bpf.h).
+void set_cookie(int cookies_fd, uint32_t key, uint64_t cookie, const std::string& what) {
+  if (bpf_map_update_elem(cookies_fd, &key, &cookie, BPF_ANY) != 0)
+    throw Error("cannot attach to " + what + ": cannot write the pinned cookies map (" +
+                std::strerror(errno) + "): at most " + std::to_string(SMT_MAX_COOKIES) +
+                " tracepoints, and the daemon needs write access to the pins");
 }
 
 }  // namespace
@@ -108,14 +119,22 @@ uint32_t Attachments::source_of(const std::string& name) {
 PerfLink Attachments::attach_tracepoint(const Tracepoint& tp) {
   // The cookie tells the shared program which source fired, where its
   // weight is and how much of the raw record --trace copies.
-  return attach_perf_event(object_.tracepoint_prog(), open_tracepoint(tp),
-                           SMT_COOKIE(source_of(tp.str()), tp.raw_len, tp.weight_field),
-                           "tracepoint " + tp.str());
+  const uint64_t id = tracepoint_id(tp);
+  const uint64_t cookie = SMT_COOKIE(source_of(tp.str()), tp.raw_len, tp.weight_field);
+  const std::string what = "tracepoint " + tp.str();
+  if (object_.cookies_fd() < 0)
+    return attach_perf_event(object_.tracepoint_prog(), open_tracepoint(tp, id), cookie, what);
+  // A record's common_type is its event's id: 16 bits (trace_entry.type).
+  if (id > 0xffff) throw Error("cannot attach to " + what + ": its id " + std::to_string(id) +
+                               " does not fit a record's 16-bit common_type");
+  set_cookie(object_.cookies_fd(), static_cast<uint32_t>(id), cookie, what);
+  return attach_perf_event_ioctl(object_.tracepoint_prog(), open_tracepoint(tp, id), what);
 }
 
 PerfLink Attachments::attach_offcpu() const {
   if (object_.offcpu_prog() < 0) return {};
-  return attach_perf_event(object_.offcpu_prog(), open_tracepoint({"sched", "sched_switch", 0}),
+  const Tracepoint tp{"sched", "sched_switch", 0};
+  return attach_perf_event(object_.offcpu_prog(), open_tracepoint(tp, tracepoint_id(tp)),
                            offcpu_source_, "--offcpu on sched:sched_switch");
 }
 
@@ -128,6 +147,8 @@ std::vector<PerfLink> Attachments::attach_profile() const {
   attr.config = PERF_COUNT_SW_CPU_CLOCK;
   attr.freq = 1;
   attr.sample_freq = profile_hz_;
+  const bool pinned = object_.cookies_fd() >= 0;
+  if (pinned) set_cookie(object_.cookies_fd(), SMT_PROFILE_COOKIE_KEY, profile_source_, "--profile");
   for (int cpu : online_cpus()) {
     if (filter_cpu_ != SMT_ANY_CPU && static_cast<uint32_t>(cpu) != filter_cpu_) continue;
     UniqueFd fd = open_perf_event(&attr, cpu);
@@ -135,8 +156,10 @@ std::vector<PerfLink> Attachments::attach_profile() const {
       throw Error("cannot sample CPU " + std::to_string(cpu) + " at " +
                   std::to_string(profile_hz_) + " Hz: " + std::strerror(errno) +
                   (errno == EINVAL ? ": above kernel.perf_event_max_sample_rate?" : ""));
-    links.push_back(attach_perf_event(object_.profile_prog(), std::move(fd), profile_source_,
-                                      "CPU " + std::to_string(cpu) + " sampling"));
+    const std::string what = "CPU " + std::to_string(cpu) + " sampling";
+    links.push_back(pinned ? attach_perf_event_ioctl(object_.profile_prog(), std::move(fd), what)
+                           : attach_perf_event(object_.profile_prog(), std::move(fd),
+                                               profile_source_, what));
   }
   return links;
 }

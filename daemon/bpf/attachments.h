@@ -2,7 +2,10 @@
 // A session's event sources attached to its programs: one BPF link per
 // tracepoint (a perf event on CPU 0), one loaded copy of the object and its
 // link per fentry function, one perf link per sampled CPU, and --offcpu's
-// link on sched:sched_switch. Attaching is all
+// link on sched:sched_switch. With --pinned, as Android's own clients attach
+// (no links or cookies before 5.15): PERF_EVENT_IOC_SET_BPF on each perf
+// event, owned by its PerfLink, each source's cookie in the pinned cookies
+// map under its tracepoint id. Attaching is all
 // or nothing: what fails to attach leaves what was attached as it was.
 #pragma once
 

@@ -161,7 +161,7 @@ void BpfObject::use_pins(const SessionConfig& config) {
   if (config.profile_hz && pins_->profile_prog < 0)
     throw Error("--profile: " + config.pinned_dir + "/" +
                 LoaderPins::prog_pin("perf_event/stackmapd") +
-                " is missing: the loader must load stackmapd.o's perf_event section too");
+                " is missing: the loader must load stackmapd.o's perf_event section too (Android 13 and later do; 11 and 12 ignore perf_event/ sections)");
   if (config.bits != SMT_DEFAULT_BITS && config.bits != bits_)
     spdlog::warn(
         "--bits {} ignored: the pinned table holds 2^{} stacks, fixed when stackmapd.o "

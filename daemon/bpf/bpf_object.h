@@ -45,6 +45,9 @@ class BpfObject {
   int offcpu_prog() const { return offcpu_prog_; }    // -1 without --offcpu
   // --offcpu: the threads switched out and not yet back (smt_offcpu_start by tid).
   int offcpu_start_fd() const { return offcpu_start_fd_; }
+  // --pinned: the sources' cookies by tracepoint id, for programs attached
+  // without BPF links (stackmapd/bpfloader_abi.h); -1 for our own object.
+  int cookies_fd() const { return pins_ ? pins_->cookies : -1; }
   smt_globals* globals() const { return globals_; }
 
   // True when the table came from pins (ours, left by an earlier daemon or

@@ -24,8 +24,8 @@ namespace {
 constexpr const char* kObject = "stackmapd";
 
 std::string load_hint(const std::string& dir) {
-  return "load stackmapd.o (share/stackmapd/bpfloader/, built with -DSMT_BPFLOADER) with "
-         "bpfloader or another loader that pins into " +
+  return "load stackmapd.o (share/stackmapd/bpfloader/{r,s}/, built with -DSMT_BPFLOADER) "
+         "with bpfloader or another loader that pins into " +
          dir + " first";
 }
 
@@ -71,6 +71,7 @@ LoaderPins::LoaderPins(const std::string& dir) : dir_(dir), lock_(lock_dir(dir))
   settings = open_map("settings", BPF_MAP_TYPE_ARRAY, sizeof(smt_config), 0);
   globals = open_map("globals", BPF_MAP_TYPE_ARRAY, sizeof(smt_globals), BPF_F_MMAPABLE);
   names = open_map("names", BPF_MAP_TYPE_HASH, sizeof(uint32_t), 0);
+  cookies = open_map("cookies", BPF_MAP_TYPE_HASH, sizeof(uint64_t), 0);
   tracepoint_prog = open_prog("tracepoint/stackmapd", BPF_PROG_TYPE_TRACEPOINT, true);
   profile_prog = open_prog("perf_event/stackmapd", BPF_PROG_TYPE_PERF_EVENT, false);
 }

@@ -31,6 +31,9 @@ class LoaderPins {
   static std::string prog_pin(const std::string& section);
 
   int slots = -1, pool = -1, batches = -1, ids = -1, settings = -1, globals = -1, names = -1;
+  // Each source's cookie by tracepoint id (common_type), the sampling
+  // program's under SMT_PROFILE_COOKIE_KEY: the objects attach without links.
+  int cookies = -1;
   int tracepoint_prog = -1;
   int profile_prog = -1;     // -1 when the loader left the sampling program out
   uint32_t bits = 0;         // from the pool's size, fixed when the object was built

@@ -33,4 +33,16 @@ PerfLink attach_perf_event(int prog_fd, UniqueFd perf, uint64_t cookie, const st
   return l;
 }
 
+PerfLink attach_perf_event_ioctl(int prog_fd, UniqueFd perf, const std::string& what) {
+  PerfLink l;
+  l.perf = std::move(perf);
+  if (ioctl(l.perf.get(), PERF_EVENT_IOC_SET_BPF, prog_fd) != 0 ||
+      ioctl(l.perf.get(), PERF_EVENT_IOC_ENABLE, 0) != 0) {
+    int err = errno;
+    throw Error("cannot attach to " + what + " (PERF_EVENT_IOC_SET_BPF): " + std::strerror(err) +
+                (err == EEXIST ? ": another program is attached to this perf event" : ""));
+  }
+  return l;
+}
+
 }  // namespace stackmapd

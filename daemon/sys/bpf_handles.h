@@ -20,8 +20,9 @@ template <typename T, auto Destroy>
 using Skeleton = UniqueHandle<T, Destroy>;
 
 // A BPF program attached to a perf event (tracepoint, CPU clock) through a
-// BPF link. Members close in reverse order: the link first, so the program
-// stops running before its event goes away.
+// BPF link, or with no link through PERF_EVENT_IOC_SET_BPF (closing the
+// perf event detaches it). Members close in reverse order: the link first,
+// so the program stops running before its event goes away.
 struct PerfLink {
   UniqueFd perf;
   UniqueFd link;
@@ -33,5 +34,9 @@ UniqueFd open_perf_event(perf_event_attr* attr, int cpu);
 // Links `prog_fd` to the perf event with `cookie` (bpf_get_attach_cookie) and
 // enables it. Throws Error naming `what` and the kernel's reason.
 PerfLink attach_perf_event(int prog_fd, UniqueFd perf, uint64_t cookie, const std::string& what);
+
+// Android's way on every kernel (links and cookies need 5.15):
+// PERF_EVENT_IOC_SET_BPF, then enable; no cookie. Throws Error like the above.
+PerfLink attach_perf_event_ioctl(int prog_fd, UniqueFd perf, const std::string& what);
 
 }  // namespace stackmapd

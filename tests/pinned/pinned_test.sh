@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# `stackmapd --pinned DIR` on this kernel, as on an Android user build: the
-# bpfloader object (stackmapd.o, -DSMT_BPFLOADER) is loaded and pinned by
-# pin_loader the way bpfloader names pins, then stackmapd runs against the
-# pins without creating a map or loading a program (checked with strace).
+# `stackmapd --pinned DIR` on this kernel, as on an Android user build: one
+# family's bpfloader object (FAMILY/stackmapd.o, -DSMT_BPFLOADER) is loaded
+# and pinned by pin_loader as that family's bpfloader would, then stackmapd
+# runs against the pins without creating a map or loading a program, and
+# attaches without BPF links, as Android's own clients do (checked with
+# strace). Usage: pinned_test.sh STACKMAPD PIN_LOADER FAMILY OBJECT OWN_OBJECT
 set -u
 BIN=$1
 LOADER=$2
-OBJ=$3
-OWN_OBJ=$(dirname "$OBJ")/../stackmapd.bpf.o
+FAMILY=$3
+OBJ=$4
+OWN_OBJ=$5
 
 tmp=$(mktemp -d)
-pins=/sys/fs/bpf/stackmapd-pinned-test-$$
+pins=/sys/fs/bpf/stackmapd-pinned-$FAMILY-$$
 cleanup() { rm -rf "$tmp" "$pins" "$pins-own"; }
 trap cleanup EXIT
 source "$(dirname "$0")/../check_lib.sh"
@@ -23,29 +26,60 @@ mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 
 # --- the loader's side ------------------------------------------------------
 mkdir "$tmp/own" && cp "$OWN_OBJ" "$tmp/own/stackmapd.o"
-"$LOADER" "$tmp/own/stackmapd.o" "$pins-own" 2> "$tmp/own.err"
-check "a bpfloader-style loader refuses the daemon's own object ($(cat "$tmp/own.err"))" \
-  'grep -q "global data" "$tmp/own.err"'
-"$LOADER" "$OBJ" "$pins" 2> "$tmp/load.err"
+"$LOADER" "$FAMILY" "$tmp/own/stackmapd.o" "$pins-own" 2> "$tmp/own.err"
+check "the family-$FAMILY loader refuses the daemon's own object ($(grep -m1 BTF "$tmp/own.err"))" \
+  'grep -q "libbpf BTF maps" "$tmp/own.err" && [ ! -e "$pins-own" ]'
+"$LOADER" "$FAMILY" "$OBJ" "$pins" 2> "$tmp/load.err"
 rc=$?
-check "stackmapd.o loads and pins like bpfloader ($(tail -1 "$tmp/load.err"))" '[ $rc -eq 0 ]'
-for p in prog_stackmapd_tracepoint_stackmapd prog_stackmapd_perf_event_stackmapd \
-         map_stackmapd_slots map_stackmapd_pool map_stackmapd_batches map_stackmapd_ids \
-         map_stackmapd_settings map_stackmapd_globals; do
-  check "pinned as $p" '[ -e "$pins/$p" ]'
+check "$FAMILY/stackmapd.o loads and pins like bpfloader ($(tail -1 "$tmp/load.err"))" '[ $rc -eq 0 ]'
+# Owners and modes as the definitions say: root's, the system group's (1000)
+# where the daemon opens them; BPF-only maps root's alone; programs 0440.
+for p in map_stackmapd_slots map_stackmapd_pool map_stackmapd_batches map_stackmapd_ids \
+         map_stackmapd_settings map_stackmapd_globals map_stackmapd_names map_stackmapd_cookies; do
+  check "pinned as $p, 660 root:system ($(stat -c '%a %u:%g' "$pins/$p" 2>&1))" \
+    '[ "$(stat -c "%a %u:%g" "$pins/$p")" = "660 0:1000" ]'
 done
+for p in map_stackmapd_scratch map_stackmapd_nesting; do
+  check "pinned as $p, 600 root:root" '[ "$(stat -c "%a %u:%g" "$pins/$p")" = "600 0:0" ]'
+done
+check "pinned as prog_stackmapd_tracepoint_stackmapd, 440 root:system" \
+  '[ "$(stat -c "%a %u:%g" "$pins/prog_stackmapd_tracepoint_stackmapd")" = "440 0:1000" ]'
+if [ "$FAMILY" = r ]; then
+  # Android 11's loader knows no perf_event/ section (from 13 on they load).
+  check "the R loader leaves the sampling program out" \
+    '[ ! -e "$pins/prog_stackmapd_perf_event_stackmapd" ] && grep -q "ignores section perf_event" "$tmp/load.err"'
+else
+  check "pinned as prog_stackmapd_perf_event_stackmapd, 440 root:system" \
+    '[ "$(stat -c "%a %u:%g" "$pins/prog_stackmapd_perf_event_stackmapd")" = "440 0:1000" ]'
+fi
 prog_id=$(bpftool -j prog show pinned "$pins/prog_stackmapd_tracepoint_stackmapd" |
           sed -n 's/^{"id":\([0-9]*\),.*/\1/p')
 
 # --- the daemon on the pins -------------------------------------------------
 busy 4 &
-strace -f -e trace=bpf -o "$tmp/strace.txt" \
-  "$BIN" --pinned "$pins" -e kmem:kmem_cache_alloc --duration 2 --output "$tmp/out1" 2> "$tmp/run1.err"
+strace -f -e trace=bpf,ioctl -o "$tmp/strace.txt" \
+  "$BIN" --pinned "$pins" -e kmem:kmem_cache_alloc -e syscalls:sys_enter_openat --by source \
+  --duration 2 --output "$tmp/out1" 2> "$tmp/run1.err"
 rc=$?
 wait
 check "a session on the pins exits 0 ($(tail -1 "$tmp/run1.err"))" '[ $rc -eq 0 ]'
 check "it opened the pins (BPF_OBJ_GET)" 'grep -q BPF_OBJ_GET "$tmp/strace.txt"'
-check "it attached through a BPF link (BPF_LINK_CREATE)" 'grep -q BPF_LINK_CREATE "$tmp/strace.txt"'
+check "it attached with PERF_EVENT_IOC_SET_BPF, as Android's clients do" \
+  '[ "$(grep -c PERF_EVENT_IOC_SET_BPF "$tmp/strace.txt")" -eq 2 ]'
+check "it created no BPF link (5.15+ only) and used no cookie" '! grep -q BPF_LINK_CREATE "$tmp/strace.txt"'
+check "each event's source is known from its common_type ($(tr -d '\n ' < "$tmp/out1/stack_map.json" | grep -o '"source":"[^"]*"' | sort | uniq -c | tr -s ' ' | tr '\n' ' '))" \
+  'python3 - "$tmp/out1/stack_map.json"' <<'PYEOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+counts = {}
+for s in doc["stacks"]:
+    for e in s.get("by", []):
+        src = e.get("source")
+        if src is not None:
+            counts[src] = counts.get(src, 0) + e["count"]
+want = {"kmem:kmem_cache_alloc", "syscalls:sys_enter_openat"}
+sys.exit(0 if set(counts) == want and all(counts[k] > 0 for k in want) else 1)
+PYEOF
 check "it loaded no program and created no map (what SELinux forbids it on Android)" \
   '[ "$(grep -cE "BPF_PROG_LOAD|BPF_MAP_CREATE" "$tmp/strace.txt")" -eq 0 ]'
 st=$tmp/out1/stack_map_stat
@@ -82,16 +116,23 @@ def stacks(path):
 a, b = stacks(sys.argv[1]), stacks(sys.argv[2])
 sys.exit(0 if a and all(b.get(k) == v for k, v in a.items()) else 1)
 PYEOF
-check "no program of ours is left attached after the sessions" \
-  '[ -z "$(bpftool -j link show | grep -o "\"prog_id\":$prog_id[,}]")" ]'
+check "no program of ours is left attached after the sessions (no link, no perf event)" \
+  '[ -z "$( (bpftool -j link show; bpftool -j perf show) | grep -o "\"prog_id\":$prog_id[,}]")" ]'
 
-# Sampling through the pinned perf_event program.
-busy 4 &
-"$BIN" --pinned "$pins" --profile 199 --duration 2 --output "$tmp/out3" 2> "$tmp/run3.err"
-rc=$?
-wait
-check "--profile on the pins exits 0 ($(tail -1 "$tmp/run3.err"))" '[ $rc -eq 0 ]'
-check "--profile on the pins records sampled stacks" '[ "$(stat_of hits "$tmp/out3/stack_map_stat")" -gt 0 ]'
+# Sampling through the pinned perf_event program (Android 13+ loaders).
+if [ "$FAMILY" = r ]; then
+  expect_error "perf_event_stackmapd is missing" "$BIN" --pinned "$pins" --profile 199 --duration 1
+else
+  busy 4 &
+  strace -f -e trace=bpf,ioctl -o "$tmp/strace3.txt" \
+    "$BIN" --pinned "$pins" --profile 199 --duration 2 --output "$tmp/out3" 2> "$tmp/run3.err"
+  rc=$?
+  wait
+  check "--profile on the pins exits 0 ($(tail -1 "$tmp/run3.err"))" '[ $rc -eq 0 ]'
+  check "--profile on the pins records sampled stacks" '[ "$(stat_of hits "$tmp/out3/stack_map_stat")" -gt 0 ]'
+  check "--profile attached each CPU with PERF_EVENT_IOC_SET_BPF" \
+    '[ "$(grep -c PERF_EVENT_IOC_SET_BPF "$tmp/strace3.txt")" -eq "$(nproc)" ] && ! grep -q BPF_LINK_CREATE "$tmp/strace3.txt"'
+fi
 
 # The service on the pins: snapshots on a timer, pins left to the loader.
 "$BIN" daemon --config /dev/null --pinned "$pins" --export-dir "$tmp/svc" --snapshot-interval 0.3 \
@@ -119,5 +160,5 @@ sleep 1
 expect_error "another stackmapd uses" "$BIN" --pinned "$pins" --duration 1
 wait $pid
 
-echo "pinned: $failures failure(s)"
+echo "pinned_$FAMILY: $failures failure(s)"
 [ $failures -eq 0 ]
