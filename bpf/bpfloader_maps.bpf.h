@@ -18,22 +18,29 @@
 
 #ifdef SMT_BPFLOADER_FAMILY_S
 #define SMT_LOADER_MAP(name, map_type, key, value, entries, flags, group, perm) \
-	struct smt_bpfloader_map_def name SEC("maps") = {                        \
-		.r = { .type = (map_type), .key_size = (key), .value_size = (value), \
-		       .max_entries = (entries), .map_flags = (flags), .zero = 0,   \
-		       .gid = (group), .mode = (perm) },                            \
-		.bpfloader_min_ver = SMT_BPFLOADER_MIN_VER,                         \
-		.bpfloader_max_ver = SMT_BPFLOADER_MAX_VER,                         \
-		.min_kver = SMT_KVER_NONE,                                          \
-		.max_kver = SMT_KVER_INF,                                           \
-		.uid = SMT_AID_ROOT,                                                \
+	struct smt_bpfloader_map_def name SEC("maps") = {                       \
+		.r = { .type = (map_type),                                      \
+		       .key_size = (key),                                       \
+		       .value_size = (value),                                   \
+		       .max_entries = (entries),                                \
+		       .map_flags = (flags),                                    \
+		       .zero = 0,                                               \
+		       .gid = (group),                                          \
+		       .mode = (perm) },                                        \
+		.bpfloader_min_ver = SMT_BPFLOADER_MIN_VER,                     \
+		.bpfloader_max_ver = SMT_BPFLOADER_MAX_VER,                     \
+		.min_kver = SMT_KVER_NONE,                                      \
+		.max_kver = SMT_KVER_INF,                                       \
+		.uid = SMT_AID_ROOT,                                            \
 	}
-#define SMT_LOADER_PROG(fn)                                          \
-	struct smt_bpfloader_prog_def fn##_def SEC("progs") = {      \
-		.r = { .uid = SMT_AID_ROOT, .gid = SMT_AID_SYSTEM,   \
-		       .min_kver = SMT_KVER_NONE, .max_kver = SMT_KVER_INF }, \
-		.bpfloader_min_ver = SMT_BPFLOADER_MIN_VER,          \
-		.bpfloader_max_ver = SMT_BPFLOADER_MAX_VER,          \
+#define SMT_LOADER_PROG(fn)                                     \
+	struct smt_bpfloader_prog_def fn##_def SEC("progs") = { \
+		.r = { .uid = SMT_AID_ROOT,                     \
+		       .gid = SMT_AID_SYSTEM,                   \
+		       .min_kver = SMT_KVER_NONE,               \
+		       .max_kver = SMT_KVER_INF },              \
+		.bpfloader_min_ver = SMT_BPFLOADER_MIN_VER,     \
+		.bpfloader_max_ver = SMT_BPFLOADER_MAX_VER,     \
 	}
 /* S..U QPR2 split the sections by these strides; V and B require 120/92.
  * 8 bytes, as AOSP's size_t: the loaders read the first 4. */
@@ -43,15 +50,22 @@ __u32 _bpfloader_min_ver SEC("bpfloader_min_ver") = SMT_BPFLOADER_MIN_VER;
 __u32 _bpfloader_max_ver SEC("bpfloader_max_ver") = SMT_BPFLOADER_MAX_VER;
 #else
 #define SMT_LOADER_MAP(name, map_type, key, value, entries, flags, group, perm) \
-	struct smt_bpfloader_map_def_r name SEC("maps") = {                      \
-		.type = (map_type), .key_size = (key), .value_size = (value),       \
-		.max_entries = (entries), .map_flags = (flags), .zero = 0,          \
-		.gid = (group), .mode = (perm),                                     \
+	struct smt_bpfloader_map_def_r name SEC("maps") = {                     \
+		.type = (map_type),                                             \
+		.key_size = (key),                                              \
+		.value_size = (value),                                          \
+		.max_entries = (entries),                                       \
+		.map_flags = (flags),                                           \
+		.zero = 0,                                                      \
+		.gid = (group),                                                 \
+		.mode = (perm),                                                 \
 	}
-#define SMT_LOADER_PROG(fn)                                                   \
-	struct smt_bpfloader_prog_def_r fn##_def SEC("progs") = {             \
-		.uid = SMT_AID_ROOT, .gid = SMT_AID_SYSTEM,                   \
-		.min_kver = SMT_KVER_NONE, .max_kver = SMT_KVER_INF,          \
+#define SMT_LOADER_PROG(fn)                                       \
+	struct smt_bpfloader_prog_def_r fn##_def SEC("progs") = { \
+		.uid = SMT_AID_ROOT,                              \
+		.gid = SMT_AID_SYSTEM,                            \
+		.min_kver = SMT_KVER_NONE,                        \
+		.max_kver = SMT_KVER_INF,                         \
 	}
 #endif
 
@@ -68,20 +82,16 @@ SMT_DAEMON_MAP(slots, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct smt_slot)
 SMT_DAEMON_MAP(pool, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct smt_elt),
 	       1U << SMT_BPFLOADER_BITS, BPF_F_MMAPABLE);
 SMT_DAEMON_MAP(batches, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct smt_batch),
-	       SMT_BPFLOADER_CPUS * SMT_MAX_NEST, BPF_F_MMAPABLE);
+	       SMT_BPFLOADER_CPUS *SMT_MAX_NEST, BPF_F_MMAPABLE);
 SMT_BPF_ONLY_MAP(scratch, BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(struct stack_buf),
 		 SMT_MAX_NEST);
 SMT_BPF_ONLY_MAP(nesting, BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(__u32), 1);
-SMT_DAEMON_MAP(names, BPF_MAP_TYPE_HASH, sizeof(struct smt_comm), sizeof(__u32), SMT_MAX_NAMES,
-	       0);
+SMT_DAEMON_MAP(names, BPF_MAP_TYPE_HASH, sizeof(struct smt_comm), sizeof(__u32), SMT_MAX_NAMES, 0);
 SMT_DAEMON_MAP(ids, BPF_MAP_TYPE_RINGBUF, 0, 0, SMT_BPFLOADER_RING_BYTES, 0);
 SMT_DAEMON_MAP(settings, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct smt_config), 1, 0);
 SMT_DAEMON_MAP(globals, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct smt_globals), 1,
 	       BPF_F_MMAPABLE);
-/* No attach cookies without BPF links (5.15): the daemon stores each
- * source's cookie under its event's common_type, the first field of every
- * tracepoint record (events/<cat>/<event>/id), and the sampling program's
- * under SMT_PROFILE_COOKIE_KEY. */
+/* What a cookie would say, by program slot (stackmapd/bpfloader_abi.h). */
 SMT_DAEMON_MAP(cookies, BPF_MAP_TYPE_HASH, sizeof(__u32), sizeof(__u64), SMT_MAX_COOKIES, 0);
 
 #endif /* STACKMAPD_BPFLOADER_MAPS_BPF_H */

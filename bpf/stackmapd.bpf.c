@@ -39,9 +39,11 @@
  *  - the daemon's own object (a skeleton): maps sized at load, settings in
  *    .rodata, one fentry copy per traced function;
  *  - -DSMT_BPFLOADER, the object another loader (Android's bpfloader) loads
- *    and pins for `stackmapd --pinned`: such loaders create no global-data
- *    maps, size maps from the ELF file, load each program section alone (no
- *    subprograms, so no bpf_loop callback) and know no fentry sections.
+ *    and pins for `stackmapd --pinned`: such loaders read map and program
+ *    definitions of their own layout (bpfloader_maps.bpf.h, not BTF .maps),
+ *    create no global-data maps, load each program section alone (no
+ *    subprograms, so no bpf_loop callback), know no fentry sections, and
+ *    their clients attach without BPF links, so without cookies.
  */
 #ifdef SMT_BPFLOADER
 #define SMT_SEC(bpfloader, libbpf) SEC(bpfloader)
@@ -148,22 +150,9 @@ static __always_inline __u64 cookie_at(__u32 key)
 	return cookie ? *cookie : 0;
 }
 
-/* A tracepoint record starts with its event's id (common_type), which the
- * verifier lets a program read only through a probe. */
-static __always_inline __u64 tracepoint_cookie(void *ctx)
-{
-	__u16 common_type = 0;
-
-	bpf_probe_read_kernel(&common_type, sizeof(common_type), ctx);
-	return cookie_at(common_type);
-}
-
-#define SMT_TRACEPOINT_COOKIE(ctx) tracepoint_cookie(ctx)
 #define SMT_PROFILE_COOKIE(ctx) cookie_at(SMT_PROFILE_COOKIE_KEY)
-SMT_LOADER_PROG(stackmapd_tracepoint);
 SMT_LOADER_PROG(stackmapd_profile);
 #else
-#define SMT_TRACEPOINT_COOKIE(ctx) bpf_get_attach_cookie(ctx)
 #define SMT_PROFILE_COOKIE(ctx) bpf_get_attach_cookie(ctx)
 /* Waking the consumer costs microseconds per wakeup (an irq_work and a
  * reschedule), several times the whole stack capture. Records go in silently
@@ -713,14 +702,36 @@ static __always_inline int record_stack(void *ctx, __u64 cookie, __u32 skip)
 	return 0;
 }
 
-/* bpfloader pins these as prog_stackmapd_tracepoint_stackmapd and
- * prog_stackmapd_perf_event_stackmapd. */
-SMT_SEC("tracepoint/stackmapd", "tracepoint")
+#ifdef SMT_BPFLOADER
+/* Without cookies a program cannot tell which tracepoint it runs for (the
+ * kernel overwrites a record's common fields with a pt_regs pointer before
+ * BPF sees it): one copy per attached tracepoint, its slot's cookie in the
+ * cookies map. bpfloader pins them as prog_stackmapd_tracepoint_stackmapd_N. */
+#define SMT_TRACEPOINT_SLOT(n)                             \
+	SMT_LOADER_PROG(stackmapd_tp##n);                  \
+	SEC("tracepoint/stackmapd_" #n)                    \
+	int stackmapd_tp##n(void *ctx)                     \
+	{                                                  \
+		return record_stack(ctx, cookie_at(n), 0); \
+	}
+SMT_TRACEPOINT_SLOT(0)
+SMT_TRACEPOINT_SLOT(1)
+SMT_TRACEPOINT_SLOT(2)
+SMT_TRACEPOINT_SLOT(3)
+SMT_TRACEPOINT_SLOT(4)
+SMT_TRACEPOINT_SLOT(5)
+SMT_TRACEPOINT_SLOT(6)
+SMT_TRACEPOINT_SLOT(7)
+_Static_assert(SMT_LOADER_TRACEPOINTS == 8, "one SMT_TRACEPOINT_SLOT each");
+#else
+SEC("tracepoint")
 int stackmapd_tracepoint(void *ctx)
 {
-	return record_stack(ctx, SMT_TRACEPOINT_COOKIE(ctx), 0);
+	return record_stack(ctx, bpf_get_attach_cookie(ctx), 0);
 }
+#endif
 
+/* bpfloader pins this as prog_stackmapd_perf_event_stackmapd. */
 SMT_SEC("perf_event/stackmapd", "perf_event")
 int stackmapd_profile(void *ctx)
 {

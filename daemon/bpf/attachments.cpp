@@ -116,19 +116,32 @@ uint32_t Attachments::source_of(const std::string& name) {
   return it->second;
 }
 
-PerfLink Attachments::attach_tracepoint(const Tracepoint& tp) {
+Attachments::TracepointLink Attachments::attach_tracepoint(const Tracepoint& tp,
+                                                           const TracepointLinks& a,
+                                                           const TracepointLinks& b) {
   // The cookie tells the shared program which source fired, where its
   // weight is and how much of the raw record --trace copies.
   const uint64_t id = tracepoint_id(tp);
   const uint64_t cookie = SMT_COOKIE(source_of(tp.str()), tp.raw_len, tp.weight_field);
   const std::string what = "tracepoint " + tp.str();
-  if (object_.cookies_fd() < 0)
-    return attach_perf_event(object_.tracepoint_prog(), open_tracepoint(tp, id), cookie, what);
-  // A record's common_type is its event's id: 16 bits (trace_entry.type).
-  if (id > 0xffff) throw Error("cannot attach to " + what + ": its id " + std::to_string(id) +
-                               " does not fit a record's 16-bit common_type");
-  set_cookie(object_.cookies_fd(), static_cast<uint32_t>(id), cookie, what);
-  return attach_perf_event_ioctl(object_.tracepoint_prog(), open_tracepoint(tp, id), what);
+  const std::vector<int>& progs = object_.tracepoint_slots();
+  if (progs.empty())
+    return {attach_perf_event(object_.tracepoint_prog(), open_tracepoint(tp, id), cookie, what)};
+  uint32_t slot = 0;
+  auto busy = [&](uint32_t s) {
+    for (const auto* links : {&a, &b})
+      for (const auto& [name, l] : *links)
+        if (l.slot == s) return true;
+    return false;
+  };
+  while (slot < progs.size() && busy(slot)) ++slot;
+  if (slot == progs.size())
+    throw Error("cannot attach to " + what + ": --pinned attaches at most " +
+                std::to_string(progs.size()) + " tracepoints at once (the pinned copies " +
+                LoaderPins::prog_pin(LoaderPins::tracepoint_section(0)) +
+                "..): trace fewer, or use stackmapd's own object");
+  set_cookie(object_.cookies_fd(), slot, cookie, what);
+  return {attach_perf_event_ioctl(progs[slot], open_tracepoint(tp, id), what), slot};
 }
 
 PerfLink Attachments::attach_offcpu() const {
@@ -148,7 +161,8 @@ std::vector<PerfLink> Attachments::attach_profile() const {
   attr.freq = 1;
   attr.sample_freq = profile_hz_;
   const bool pinned = object_.cookies_fd() >= 0;
-  if (pinned) set_cookie(object_.cookies_fd(), SMT_PROFILE_COOKIE_KEY, profile_source_, "--profile");
+  if (pinned)
+    set_cookie(object_.cookies_fd(), SMT_PROFILE_COOKIE_KEY, profile_source_, "--profile");
   for (int cpu : online_cpus()) {
     if (filter_cpu_ != SMT_ANY_CPU && static_cast<uint32_t>(cpu) != filter_cpu_) continue;
     UniqueFd fd = open_perf_event(&attr, cpu);
@@ -157,9 +171,9 @@ std::vector<PerfLink> Attachments::attach_profile() const {
                   std::to_string(profile_hz_) + " Hz: " + std::strerror(errno) +
                   (errno == EINVAL ? ": above kernel.perf_event_max_sample_rate?" : ""));
     const std::string what = "CPU " + std::to_string(cpu) + " sampling";
-    links.push_back(pinned ? attach_perf_event_ioctl(object_.profile_prog(), std::move(fd), what)
-                           : attach_perf_event(object_.profile_prog(), std::move(fd),
-                                               profile_source_, what));
+    links.push_back(
+        pinned ? attach_perf_event_ioctl(object_.profile_prog(), std::move(fd), what)
+               : attach_perf_event(object_.profile_prog(), std::move(fd), profile_source_, what));
   }
   return links;
 }
@@ -168,9 +182,10 @@ void Attachments::attach() {
   if (attached_) return;
   // Everything into locals first: a throw closes what this call attached.
   SourcesGuard guard(*this);
-  std::map<std::string, PerfLink> tracepoints;
+  TracepointLinks tracepoints;
   for (const auto& tp : events_)
-    if (!tracepoints.count(tp.str())) tracepoints.emplace(tp.str(), attach_tracepoint(tp));
+    if (!tracepoints.count(tp.str()))
+      tracepoints.emplace(tp.str(), attach_tracepoint(tp, tracepoints, tracepoint_links_));
   std::vector<BpfLink> links(functions_.size());
   size_t skipped = 0;
   std::string first_error;
@@ -199,10 +214,10 @@ void Attachments::attach() {
 void Attachments::reattach(const std::vector<Tracepoint>& events) {
   if (attached_) {
     SourcesGuard guard(*this);
-    std::map<std::string, PerfLink> next;
+    TracepointLinks next;
     for (const auto& tp : events)
-      if (!tracepoint_links_.count(tp.str()) && !next.count(tp.str()))
-        next.emplace(tp.str(), attach_tracepoint(tp));  // a throw closes only these
+      if (!tracepoint_links_.count(tp.str()) && !next.count(tp.str()))  // a throw closes only these
+        next.emplace(tp.str(), attach_tracepoint(tp, tracepoint_links_, next));
     for (const auto& tp : events) {
       auto kept = tracepoint_links_.find(tp.str());
       if (kept != tracepoint_links_.end()) next.insert(tracepoint_links_.extract(kept));

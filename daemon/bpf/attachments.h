@@ -4,8 +4,8 @@
 // link per fentry function, one perf link per sampled CPU, and --offcpu's
 // link on sched:sched_switch. With --pinned, as Android's own clients attach
 // (no links or cookies before 5.15): PERF_EVENT_IOC_SET_BPF on each perf
-// event, owned by its PerfLink, each source's cookie in the pinned cookies
-// map under its tracepoint id. Attaching is all
+// event, owned by its PerfLink; each tracepoint runs a program copy of its
+// own (a slot), whose cookie the pinned cookies map holds. Attaching is all
 // or nothing: what fails to attach leaves what was attached as it was.
 #pragma once
 
@@ -54,14 +54,22 @@ class Attachments {
     BpfLink link;
   };
 
+  struct TracepointLink {
+    PerfLink link;
+    uint32_t slot = 0;  // --pinned: the program copy it runs (BpfObject::tracepoint_slots())
+  };
+  using TracepointLinks = std::map<std::string, TracepointLink>;  // by "category:name"
+
   uint32_t source_of(const std::string& name);
-  PerfLink attach_tracepoint(const Tracepoint& tp);
+  // Attaches tp; with --pinned to a program copy no link in `a` or `b` runs.
+  TracepointLink attach_tracepoint(const Tracepoint& tp, const TracepointLinks& a,
+                                   const TracepointLinks& b);
   std::vector<PerfLink> attach_profile() const;
   PerfLink attach_offcpu() const;  // empty without --offcpu
 
   const BpfObject& object_;
   std::vector<Tracepoint> events_;
-  std::map<std::string, PerfLink> tracepoint_links_;  // by "category:name"
+  TracepointLinks tracepoint_links_;
   std::vector<Function> functions_;
   std::vector<PerfLink> profile_links_;
   PerfLink offcpu_link_;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include "daemon/bpf/pinning.h"
 #include "daemon/sys/error.h"
@@ -161,7 +162,15 @@ void BpfObject::use_pins(const SessionConfig& config) {
   if (config.profile_hz && pins_->profile_prog < 0)
     throw Error("--profile: " + config.pinned_dir + "/" +
                 LoaderPins::prog_pin("perf_event/stackmapd") +
-                " is missing: the loader must load stackmapd.o's perf_event section too (Android 13 and later do; 11 and 12 ignore perf_event/ sections)");
+                " is missing: the loader must load stackmapd.o's perf_event section too (Android "
+                "13 and later do; 11 and 12 ignore perf_event/ sections)");
+  std::set<std::string> events;
+  for (const auto& tp : config.events) events.insert(tp.str());
+  if (events.size() > pins_->tracepoint_progs.size())
+    throw Error("--pinned attaches at most " + std::to_string(pins_->tracepoint_progs.size()) +
+                " tracepoints at once (one pinned copy of the tracepoint program each, " +
+                LoaderPins::prog_pin(LoaderPins::tracepoint_section(0)) + "..), not " +
+                std::to_string(events.size()) + ": trace fewer, or use stackmapd's own object");
   if (config.bits != SMT_DEFAULT_BITS && config.bits != bits_)
     spdlog::warn(
         "--bits {} ignored: the pinned table holds 2^{} stacks, fixed when stackmapd.o "
@@ -172,7 +181,7 @@ void BpfObject::use_pins(const SessionConfig& config) {
   batches_fd_ = pins_->batches;
   batch_count_ = pins_->batch_count;
   ids_fd_ = pins_->ids;
-  tracepoint_prog_ = pins_->tracepoint_prog;
+  tracepoint_prog_ = pins_->tracepoint_progs.front();
   profile_prog_ = pins_->profile_prog;
   clear_names(pins_->names);
   long page = sysconf(_SC_PAGESIZE);

@@ -41,12 +41,19 @@ class BpfObject {
   uint32_t batch_count() const { return batch_count_; }
   int ids_fd() const { return ids_fd_; }
   int tracepoint_prog() const { return tracepoint_prog_; }
+  // --pinned: the tracepoint program's copies, one per tracepoint attached
+  // at once (loader_pins.h); empty for our own object, whose one program
+  // tells its sources apart by cookie.
+  const std::vector<int>& tracepoint_slots() const {
+    static const std::vector<int> none;
+    return pins_ ? pins_->tracepoint_progs : none;
+  }
   int profile_prog() const { return profile_prog_; }  // -1 without --profile
   int offcpu_prog() const { return offcpu_prog_; }    // -1 without --offcpu
   // --offcpu: the threads switched out and not yet back (smt_offcpu_start by tid).
   int offcpu_start_fd() const { return offcpu_start_fd_; }
-  // --pinned: the sources' cookies by tracepoint id, for programs attached
-  // without BPF links (stackmapd/bpfloader_abi.h); -1 for our own object.
+  // --pinned: the cookies by program slot, for programs attached without
+  // BPF links (stackmapd/bpfloader_abi.h); -1 for our own object.
   int cookies_fd() const { return pins_ ? pins_->cookies : -1; }
   smt_globals* globals() const { return globals_; }
 

@@ -16,6 +16,7 @@
 
 #include "daemon/sys/error.h"
 #include "stackmapd/abi.h"
+#include "stackmapd/bpfloader_abi.h"
 
 namespace stackmapd {
 
@@ -56,6 +57,10 @@ std::string LoaderPins::map_pin(const std::string& map) {
   return std::string("map_") + kObject + "_" + map;
 }
 
+std::string LoaderPins::tracepoint_section(uint32_t slot) {
+  return "tracepoint/stackmapd_" + std::to_string(slot);
+}
+
 std::string LoaderPins::prog_pin(const std::string& section) {
   std::string name = std::string("prog_") + kObject + "_" + section;
   for (char& c : name)
@@ -72,7 +77,11 @@ LoaderPins::LoaderPins(const std::string& dir) : dir_(dir), lock_(lock_dir(dir))
   globals = open_map("globals", BPF_MAP_TYPE_ARRAY, sizeof(smt_globals), BPF_F_MMAPABLE);
   names = open_map("names", BPF_MAP_TYPE_HASH, sizeof(uint32_t), 0);
   cookies = open_map("cookies", BPF_MAP_TYPE_HASH, sizeof(uint64_t), 0);
-  tracepoint_prog = open_prog("tracepoint/stackmapd", BPF_PROG_TYPE_TRACEPOINT, true);
+  for (uint32_t slot = 0; slot < SMT_LOADER_TRACEPOINTS; ++slot) {
+    const int fd = open_prog(tracepoint_section(slot), BPF_PROG_TYPE_TRACEPOINT, slot == 0);
+    if (fd < 0) break;
+    tracepoint_progs.push_back(fd);
+  }
   profile_prog = open_prog("perf_event/stackmapd", BPF_PROG_TYPE_PERF_EVENT, false);
 }
 

@@ -29,12 +29,15 @@ class LoaderPins {
   // The pin file names, for the loader that creates them (tests).
   static std::string map_pin(const std::string& map);
   static std::string prog_pin(const std::string& section);
+  static std::string tracepoint_section(uint32_t slot);
 
   int slots = -1, pool = -1, batches = -1, ids = -1, settings = -1, globals = -1, names = -1;
-  // Each source's cookie by tracepoint id (common_type), the sampling
-  // program's under SMT_PROFILE_COOKIE_KEY: the objects attach without links.
+  // What each program slot's cookie would say (stackmapd/bpfloader_abi.h):
+  // the objects attach without links, so without cookies.
   int cookies = -1;
-  int tracepoint_prog = -1;
+  // The copies of the tracepoint program, one per tracepoint attached at
+  // once: tracepoint/stackmapd_<slot>, slot 0 required.
+  std::vector<int> tracepoint_progs;
   int profile_prog = -1;     // -1 when the loader left the sampling program out
   uint32_t bits = 0;         // from the pool's size, fixed when the object was built
   uint32_t ring_bytes = 0;   // the ids ring buffer's size

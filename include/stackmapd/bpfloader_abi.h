@@ -39,7 +39,7 @@
 struct smt_bpfloader_map_def_r {
 	__u32 type;
 	__u32 key_size;
-	__u32 value_size; /* RINGBUF: 0 */
+	__u32 value_size;  /* RINGBUF: 0 */
 	__u32 max_entries; /* RINGBUF: bytes */
 	__u32 map_flags;
 	__u32 zero; /* R..T: uid (chown before chmod: must be root); U+: abort() unless 0 */
@@ -94,10 +94,13 @@ _Static_assert(sizeof(struct smt_bpfloader_prog_def) == 92, "S prog def");
 _Static_assert(_Alignof(struct smt_bpfloader_map_def) == 4, "4-byte aligned");
 #endif
 
-/* The key under which the daemon stores the sampling program's cookie in
- * the cookies map; tracepoint events use their 16-bit common_type. */
+/* No attach cookies without BPF links (5.15): the bpfloader objects hold
+ * SMT_LOADER_TRACEPOINTS copies of the tracepoint program, one per
+ * tracepoint a --pinned session attaches at once, and the daemon stores each
+ * copy's cookie in the cookies map under its slot number, the sampling
+ * program's under SMT_PROFILE_COOKIE_KEY. */
+#define SMT_LOADER_TRACEPOINTS 8
 #define SMT_PROFILE_COOKIE_KEY 0xffffffffU
-/* Tracepoints a --pinned session may attach at once. */
-#define SMT_MAX_COOKIES 1024
+#define SMT_MAX_COOKIES (SMT_LOADER_TRACEPOINTS + 1)
 
 #endif /* STACKMAPD_BPFLOADER_ABI_H */

@@ -26,9 +26,7 @@ struct ElfFile {
 }  // namespace
 
 LoaderElf::LoaderElf(const std::string& path) : path_(path) {
-  auto fail = [&](const std::string& why) {
-    throw std::runtime_error(path + ": " + why);
-  };
+  auto fail = [&](const std::string& why) { throw std::runtime_error(path + ": " + why); };
   if (elf_version(EV_CURRENT) == EV_NONE) fail("libelf is too old");
   ElfFile f;
   f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -25,12 +25,9 @@ struct Prefix {
   Release from;
 };
 const Prefix kPrefixes[] = {
-    {"tracepoint/", BPF_PROG_TYPE_TRACEPOINT, kR},
-    {"kprobe/", BPF_PROG_TYPE_KPROBE, kR},
-    {"skfilter/", BPF_PROG_TYPE_SOCKET_FILTER, kR},
-    {"perf_event/", BPF_PROG_TYPE_PERF_EVENT, kT},
-    {"kretprobe/", BPF_PROG_TYPE_KPROBE, kU},
-    {"uprobe/", BPF_PROG_TYPE_KPROBE, kU},
+    {"tracepoint/", BPF_PROG_TYPE_TRACEPOINT, kR},  {"kprobe/", BPF_PROG_TYPE_KPROBE, kR},
+    {"skfilter/", BPF_PROG_TYPE_SOCKET_FILTER, kR}, {"perf_event/", BPF_PROG_TYPE_PERF_EVENT, kT},
+    {"kretprobe/", BPF_PROG_TYPE_KPROBE, kU},       {"uprobe/", BPF_PROG_TYPE_KPROBE, kU},
     {"uretprobe/", BPF_PROG_TYPE_KPROBE, kU},
 };
 
@@ -59,14 +56,14 @@ std::string hex(uint32_t v) {
 
 // The gating fields S..U QPR2 compare with their version: loaded when
 // min <= version < max for every release of the family that reads them.
-void check_versions(std::vector<std::string>& out, const std::string& what,
-                    const Family& family, uint32_t min, uint32_t max) {
+void check_versions(std::vector<std::string>& out, const std::string& what, const Family& family,
+                    uint32_t min, uint32_t max) {
   for (int r = std::max<int>(family.first, kS); r <= std::min<int>(family.last, kUQpr2); ++r) {
     const uint32_t v = loader_version(static_cast<Release>(r));
     if (v < min || v >= max)
       out.push_back(what + ": bpfloader_min_ver " + hex(min) + ", bpfloader_max_ver " + hex(max) +
-                    " skip it on " + release_name(static_cast<Release>(r)) + " (loader " +
-                    hex(v) + "): use min 0 and max 0x10000");
+                    " skip it on " + release_name(static_cast<Release>(r)) + " (loader " + hex(v) +
+                    "): use min 0 and max 0x10000");
   }
 }
 
@@ -85,10 +82,12 @@ void check_kvers(std::vector<std::string>& out, const std::string& what, uint32_
 void check_strings(std::vector<std::string>& out, const std::string& what, const char* selinux,
                    const char* subdir) {
   if (!all_zero(selinux, 32))
-    out.push_back(what + ": selinux_context is set: T and U reject or re-pin it for "
+    out.push_back(what +
+                  ": selinux_context is set: T and U reject or re-pin it for "
                   "/system/etc/bpf; leave it empty");
   if (!all_zero(subdir, 32))
-    out.push_back(what + ": pin_subdir is set: T and U fail it for /system/etc/bpf; leave it "
+    out.push_back(what +
+                  ": pin_subdir is set: T and U fail it for /system/etc/bpf; leave it "
                   "empty");
 }
 
@@ -133,14 +132,15 @@ void check_section_values(std::vector<std::string>& out, const LoaderElf& elf,
   }
   check_versions(out, "the object", family, min.value_or(0), max.value_or(SMT_BPFLOADER_MAX_VER));
   if (elf.section("bpfloader_min_required_ver"))
-    out.push_back("bpfloader_min_required_ver fails (not skips) the object on older loaders: "
-                  "remove the section");
+    out.push_back(
+        "bpfloader_min_required_ver fails (not skips) the object on older loaders: "
+        "remove the section");
 }
 
 }  // namespace
 
 const char* release_name(Release r) {
-  static const char* names[] = {"Android 11 (R)", "Android 12 (S)",   "Android 13 (T)",
+  static const char* names[] = {"Android 11 (R)", "Android 12 (S)",  "Android 13 (T)",
                                 "Android 14 (U)", "Android 14 QPR2", "Android 15 (V)",
                                 "Android 16 (B)"};
   return r < kReleases ? names[r] : "?";
@@ -148,16 +148,11 @@ const char* release_name(Release r) {
 
 uint32_t loader_version(Release r) {
   switch (r) {
-    case kS:
-      return 2;
-    case kT:
-      return 19;
-    case kU:
-      return 38;
-    case kUQpr2:
-      return 41;
-    default:
-      return 0;  // R reads no version; V and B check none
+    case kS: return 2;
+    case kT: return 19;
+    case kU: return 38;
+    case kUQpr2: return 41;
+    default: return 0;  // R reads no version; V and B check none
   }
 }
 
@@ -218,11 +213,13 @@ ObjectDefs read_defs(const LoaderElf& elf, const Family& family) {
 std::vector<std::string> check(const LoaderElf& elf, const Family& family) {
   std::vector<std::string> out;
   if (!elf.elf64_le_bpf || elf.elf_type != ET_REL)
-    out.push_back("not a 64-bit little-endian BPF relocatable object: build with clang -target bpf");
+    out.push_back(
+        "not a 64-bit little-endian BPF relocatable object: build with clang -target bpf");
   if (elf.shstrndx != elf.symtab_strtab)
-    out.push_back("section and symbol names are in different string tables: the loader reads "
-                  "symbol names from the section-header one; do not rewrite the object with a "
-                  "tool that splits .strtab");
+    out.push_back(
+        "section and symbol names are in different string tables: the loader reads "
+        "symbol names from the section-header one; do not rewrite the object with a "
+        "tool that splits .strtab");
 
   // Sections no platform loader reads, whose users then fail verification,
   // and the one that reboots the phone.
@@ -230,18 +227,22 @@ std::vector<std::string> check(const LoaderElf& elf, const Family& family) {
     if (s.name == "critical")
       out.push_back("a critical section: a failure to load then reboots the device; remove it");
     else if (s.name == ".maps" || s.name.rfind(".maps.", 0) == 0)
-      out.push_back("section " + s.name + ": libbpf BTF maps, which no platform loader creates: "
+      out.push_back("section " + s.name +
+                    ": libbpf BTF maps, which no platform loader creates: "
                     "define maps in the maps section");
     else if (s.name.rfind(".bss", 0) == 0 || s.name.rfind(".data", 0) == 0 ||
              s.name.rfind(".rodata", 0) == 0)
-      out.push_back("section " + s.name + ": global data, for which no map is created: use a "
+      out.push_back("section " + s.name +
+                    ": global data, for which no map is created: use a "
                     "one-entry array map");
     else if (s.name == ".BTF" || s.name == ".BTF.ext" || s.name.rfind(".rel.BTF", 0) == 0)
-      out.push_back("section " + s.name + ": BTF (-g) makes R and S look up \"_def\" and T/U fork "
+      out.push_back("section " + s.name +
+                    ": BTF (-g) makes R and S look up \"_def\" and T/U fork "
                     "btfloader: build without -g");
     else if (s.name == ".text" && !s.data.empty())
-      out.push_back(".text holds code: subprograms are never loaded; make every helper "
-                    "__always_inline");
+      out.push_back(
+          ".text holds code: subprograms are never loaded; make every helper "
+          "__always_inline");
     else if (s.type == SHT_RELA)
       out.push_back("section " + s.name + ": RELA relocations, which the loader never applies");
     else if (is_code(s) && s.name != ".text" && !prefix_of(s.name))
@@ -253,7 +254,8 @@ std::vector<std::string> check(const LoaderElf& elf, const Family& family) {
 
   const ObjectDefs defs = read_defs(elf, family);
   if (defs.license != "GPL")
-    out.push_back("license is \"" + defs.license + "\": the programs call GPL-only helpers "
+    out.push_back("license is \"" + defs.license +
+                  "\": the programs call GPL-only helpers "
                   "(bpf_get_stack, bpf_probe_read_kernel): put \"GPL\" in the license section");
 
   // Maps: exactly one global object symbol per definition, in order.
@@ -293,19 +295,20 @@ std::vector<std::string> check(const LoaderElf& elf, const Family& family) {
     if (d.r.mode & ~0777U)
       out.push_back(what + ": mode " + hex(d.r.mode) + " has bits beyond 0777: use 0600..0660");
     if (!(d.r.mode & 0600))
-      out.push_back(what + ": mode " + hex(d.r.mode) + " keeps even its owner out: use 0600 or "
+      out.push_back(what + ": mode " + hex(d.r.mode) +
+                    " keeps even its owner out: use 0600 or "
                     "0660");
     if (d.r.type == BPF_MAP_TYPE_RINGBUF &&
         (d.r.key_size || d.r.value_size || d.r.max_entries < 4096 ||
          (d.r.max_entries & (d.r.max_entries - 1))))
-      out.push_back(what + ": a ring buffer has key and value size 0 and a power-of-two size of "
+      out.push_back(what +
+                    ": a ring buffer has key and value size 0 and a power-of-two size of "
                     "4 KiB or more");
     if (family.first == kS) {
       check_versions(out, what, family, d.bpfloader_min_ver, d.bpfloader_max_ver);
       check_kvers(out, what, d.min_kver, d.max_kver);
       check_strings(out, what, d.selinux_context, d.pin_subdir);
-      if (d.shared)
-        out.push_back(what + ": shared pins it as map__" + m.name + ": clear it");
+      if (d.shared) out.push_back(what + ": shared pins it as map__" + m.name + ": clear it");
       if (d.ignore_on)
         out.push_back(what + ": ignore_on bits " + hex(d.ignore_on) +
                       " skip it on some builds or CPUs: clear them");
@@ -320,8 +323,9 @@ std::vector<std::string> check(const LoaderElf& elf, const Family& family) {
   // Programs: one function at offset 0, its <function>_def, only map relocations.
   const Section* progs = elf.section("progs");
   if (!progs)
-    out.push_back("no progs section: V and B fail the object, U fails each program: add "
-                  "<function>_def definitions");
+    out.push_back(
+        "no progs section: V and B fail the object, U fails each program: add "
+        "<function>_def definitions");
   else if (progs->data.size() % family.prog_size)
     out.push_back("progs is " + std::to_string(progs->data.size()) + " bytes, not a multiple of " +
                   std::to_string(family.prog_size) + ": the " + family.name +
@@ -335,11 +339,13 @@ std::vector<std::string> check(const LoaderElf& elf, const Family& family) {
       if (s.type == STT_FUNC) {
         ++funcs;
         if (s.value != 0 || s.size != p.code->data.size() || s.bind != STB_GLOBAL)
-          out.push_back(what + ": function " + s.name + " does not fill the section from offset "
+          out.push_back(what + ": function " + s.name +
+                        " does not fill the section from offset "
                         "0: the loader loads the whole section as one program");
       }
     if (funcs != 1)
-      out.push_back(what + ": " + std::to_string(funcs) + " functions: put exactly one in each "
+      out.push_back(what + ": " + std::to_string(funcs) +
+                    " functions: put exactly one in each "
                     "program section");
     if (p.code->name.find('$') != std::string::npos)
       out.push_back(what + ": a '$' changes its pin name: remove it");
@@ -378,9 +384,10 @@ std::vector<std::string> check(const LoaderElf& elf, const Family& family) {
   if (progs)
     for (const auto& s : elf.symbols_in(progs->index))
       if (!used_defs.count(s.name))
-        out.push_back("progs: " + s.name + " names no program section's function: it must be "
-                      "<function>_def, a global of " + std::to_string(family.prog_size) +
-                      " bytes");
+        out.push_back("progs: " + s.name +
+                      " names no program section's function: it must be "
+                      "<function>_def, a global of " +
+                      std::to_string(family.prog_size) + " bytes");
   return out;
 }
 

@@ -45,7 +45,8 @@ int fail(const std::string& why) {
 std::string object_name(const std::string& path, const Family& family) {
   std::string name = std::filesystem::path(path).filename();
   name = name.substr(0, name.rfind('.'));
-  if (family.last >= kU && name.rfind('@') != std::string::npos) name = name.substr(0, name.rfind('@'));
+  if (family.last >= kU && name.rfind('@') != std::string::npos)
+    name = name.substr(0, name.rfind('@'));
   return name;
 }
 
@@ -123,8 +124,8 @@ int main(int argc, char** argv) {
         bpf_prog_load(static_cast<bpf_prog_type>(p.prog_type), name.c_str(), defs.license.c_str(),
                       insns.data(), insns.size(), &opts);
         const std::string text(log.data());
-        return fail("cannot load " + p.code->name + ": " + std::strerror(err) + ": verifier: " +
-                    text.substr(text.size() > 600 ? text.size() - 600 : 0));
+        return fail("cannot load " + p.code->name + ": " + std::strerror(err) +
+                    ": verifier: " + text.substr(text.size() > 600 ? text.size() - 600 : 0));
       }
       const std::string pin = dir + "/" + stackmapd::LoaderPins::prog_pin(p.code->name);
       if (bpf_obj_pin(fd.get(), pin.c_str()) != 0)

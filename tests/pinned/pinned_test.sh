@@ -42,8 +42,12 @@ done
 for p in map_stackmapd_scratch map_stackmapd_nesting; do
   check "pinned as $p, 600 root:root" '[ "$(stat -c "%a %u:%g" "$pins/$p")" = "600 0:0" ]'
 done
-check "pinned as prog_stackmapd_tracepoint_stackmapd, 440 root:system" \
-  '[ "$(stat -c "%a %u:%g" "$pins/prog_stackmapd_tracepoint_stackmapd")" = "440 0:1000" ]'
+# One copy of the tracepoint program per tracepoint attached at once: no
+# cookies without BPF links, so the program is what tells sources apart.
+for slot in 0 1 2 3 4 5 6 7; do
+  p=prog_stackmapd_tracepoint_stackmapd_$slot
+  check "pinned as $p, 440 root:system" '[ "$(stat -c "%a %u:%g" "$pins/$p")" = "440 0:1000" ]'
+done
 if [ "$FAMILY" = r ]; then
   # Android 11's loader knows no perf_event/ section (from 13 on they load).
   check "the R loader leaves the sampling program out" \
@@ -52,8 +56,10 @@ else
   check "pinned as prog_stackmapd_perf_event_stackmapd, 440 root:system" \
     '[ "$(stat -c "%a %u:%g" "$pins/prog_stackmapd_perf_event_stackmapd")" = "440 0:1000" ]'
 fi
-prog_id=$(bpftool -j prog show pinned "$pins/prog_stackmapd_tracepoint_stackmapd" |
-          sed -n 's/^{"id":\([0-9]*\),.*/\1/p')
+prog_ids=$(for slot in 0 1; do
+  bpftool -j prog show pinned "$pins/prog_stackmapd_tracepoint_stackmapd_$slot" |
+    sed -n 's/^{"id":\([0-9]*\),.*/\1/p'
+done)
 
 # --- the daemon on the pins -------------------------------------------------
 busy 4 &
@@ -117,7 +123,7 @@ a, b = stacks(sys.argv[1]), stacks(sys.argv[2])
 sys.exit(0 if a and all(b.get(k) == v for k, v in a.items()) else 1)
 PYEOF
 check "no program of ours is left attached after the sessions (no link, no perf event)" \
-  '[ -z "$( (bpftool -j link show; bpftool -j perf show) | grep -o "\"prog_id\":$prog_id[,}]")" ]'
+  '[ -z "$( (bpftool -j link show; bpftool -j perf show) | grep -oE "\"prog_id\":($(echo $prog_ids | tr " " "|"))[,}]")" ]'
 
 # Sampling through the pinned perf_event program (Android 13+ loaders).
 if [ "$FAMILY" = r ]; then
@@ -152,6 +158,10 @@ expect_error "bpfloader" "$BIN" --pinned /sys/fs/bpf/no-such-dir --duration 1
 mkdir -p "$tmp/half"
 expect_error "map_stackmapd_pool is missing" "$BIN" --pinned "$tmp/half" --duration 1
 expect_error "--pinned use -e" "$BIN" --pinned "$pins" -f vfs_read --duration 1
+expect_error "at most 8 tracepoints at once" "$BIN" --pinned "$pins" --duration 1 \
+  -e kmem:kmem_cache_alloc -e kmem:kmem_cache_free -e kmem:kmalloc -e kmem:kfree \
+  -e kmem:mm_page_alloc -e kmem:mm_page_free -e sched:sched_switch -e sched:sched_wakeup \
+  -e syscalls:sys_enter_read
 expect_error "drop --backend tracefs" "$BIN" --pinned "$pins" --backend tracefs --duration 1
 # Two readers of one table would each count half of the events.
 "$BIN" --pinned "$pins" --duration 3 2> /dev/null &
