@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Cross-builds stackmapd for arm64 (Android phones, aarch64 Linux) into
 # build-arm64/: a statically linked aarch64 `stackmapd`, the BPF object for
-# arm64 (build-arm64/bpf/stackmapd.bpf.o, and bpf/bpfloader/stackmapd.o for
-# Android's bpfloader) and the unit tests, then runs the
-# unit tests under qemu-aarch64-static. As root on Debian 12 (amd64).
+# arm64 (build-arm64/bpf/stackmapd.bpf.o, and bpf/bpfloader/{r,s}/stackmapd.o
+# for Android's bpfloader) and the unit tests, then runs the unit tests and
+# the bpfloader rule check of both objects (bpfloader_objects) under
+# qemu-aarch64-static. As root on Debian 12 (amd64).
 #
 # The BPF object needs no kernel's BTF (bpf/kernel_types.h): it is the same
 # object as the x86 build's. Unit tests only: the BPF, CLI and service tests
@@ -52,7 +53,7 @@ cmake -S . -B "$build" \
 	"${launcher[@]}" "$@" > /dev/null
 
 targets=(stackmapd stackmapd_bpfloader_obj)
-[[ ${STACKMAPD_ARM64_NO_TESTS:-0} == 1 ]] || targets+=(unit_tests)
+[[ ${STACKMAPD_ARM64_NO_TESTS:-0} == 1 ]] || targets+=(unit_tests bpfloader_check)
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 
 # The deliverable must really be a static aarch64 executable.
@@ -62,13 +63,14 @@ if [[ $desc != *"ARM aarch64"* || $desc != *"statically linked"* ]]; then
 	echo "build-arm64.sh: $build/stackmapd is not a statically linked aarch64 executable" >&2
 	exit 1
 fi
-for obj in "$build/bpf/stackmapd.bpf.o" "$build/bpf/bpfloader/stackmapd.o"; do
+for obj in "$build/bpf/stackmapd.bpf.o" "$build/bpf/bpfloader/"{r,s}/stackmapd.o; do
 	echo "$obj: $(file -b "$obj")"
 done
 
 if [[ ${STACKMAPD_ARM64_NO_TESTS:-0} != 1 ]]; then
 	# The toolchain file sets CMAKE_CROSSCOMPILING_EMULATOR, so ctest runs
 	# the test binary as `qemu-aarch64-static unit_tests` (label qemu: the
-	# unit tests, and those of them that read this kernel's kallsyms).
+	# unit tests, those of them that read this kernel's kallsyms, and
+	# bpfloader_objects: the ELF rules on this build's two bpfloader objects).
 	ctest --test-dir "$build" -L qemu --output-on-failure
 fi

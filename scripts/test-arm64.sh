@@ -12,4 +12,5 @@ stripped=build-arm64/stackmapd.stripped
 aarch64-linux-gnu-strip -o "$stripped" "$bin"
 echo "arm64 stackmapd: $(stat -c %s "$bin") bytes, $(stat -c %s "$stripped") bytes stripped"
 echo "arm64 BPF objects: $(stat -c %s build-arm64/bpf/stackmapd.bpf.o) bytes (own)," \
-	"$(stat -c %s build-arm64/bpf/bpfloader/stackmapd.o) bytes (bpfloader)"
+	"$(stat -c %s build-arm64/bpf/bpfloader/r/stackmapd.o) bytes (bpfloader r: Android 11..14 QPR2)," \
+	"$(stat -c %s build-arm64/bpf/bpfloader/s/stackmapd.o) bytes (bpfloader s: Android 12..16)"
