@@ -15,7 +15,7 @@ OWN_OBJ=$5
 
 tmp=$(mktemp -d)
 pins=/sys/fs/bpf/stackmapd-pinned-$FAMILY-$$
-cleanup() { rm -rf "$tmp" "$pins" "$pins-own"; }
+cleanup() { rm -rf "$tmp" "$pins" "$pins-own" "$pins-bad"; }
 trap cleanup EXIT
 source "$(dirname "$0")/../check_lib.sh"
 busy() { # busy SECONDS: open/read/close as fast as one CPU allows (kernel stacks galore)
@@ -29,6 +29,23 @@ mkdir "$tmp/own" && cp "$OWN_OBJ" "$tmp/own/stackmapd.o"
 "$LOADER" "$FAMILY" "$tmp/own/stackmapd.o" "$pins-own" 2> "$tmp/own.err"
 check "the family-$FAMILY loader refuses the daemon's own object ($(grep -m1 BTF "$tmp/own.err"))" \
   'grep -q "libbpf BTF maps" "$tmp/own.err" && [ ! -e "$pins-own" ]'
+# A copy with a nonzero map offset 20 (U+ abort(), a boot loop) is refused.
+mkdir "$tmp/bad" && python3 - "$OBJ" "$tmp/bad/stackmapd.o" <<'PYEOF'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+shoff, = struct.unpack_from("<Q", b, 0x28)
+shentsize, shnum, shstrndx = struct.unpack_from("<HHH", b, 0x3a)
+hdr = lambda i: struct.unpack_from("<IIQQQQIIQQ", b, shoff + i * shentsize)
+names = hdr(shstrndx)[4]
+for i in range(shnum):
+    h = hdr(i)
+    if b[names + h[0]:b.index(0, names + h[0])] == b"maps":
+        struct.pack_into("<I", b, h[4] + 20, 1000)
+open(sys.argv[2], "wb").write(b)
+PYEOF
+"$LOADER" "$FAMILY" "$tmp/bad/stackmapd.o" "$pins-bad" 2> "$tmp/bad.err"
+check "the loader refuses a map definition that would abort U+ ($(grep -m1 abort "$tmp/bad.err"))" \
+  'grep -q "abort()" "$tmp/bad.err" && [ ! -e "$pins-bad" ]'
 "$LOADER" "$FAMILY" "$OBJ" "$pins" 2> "$tmp/load.err"
 rc=$?
 check "$FAMILY/stackmapd.o loads and pins like bpfloader ($(tail -1 "$tmp/load.err"))" '[ $rc -eq 0 ]'
