@@ -300,10 +300,10 @@ std::vector<std::string> check(const LoaderElf& elf, const Family& family) {
                     "0660");
     if (d.r.type == BPF_MAP_TYPE_RINGBUF &&
         (d.r.key_size || d.r.value_size || d.r.max_entries < 4096 ||
-         (d.r.max_entries & (d.r.max_entries - 1))))
+         d.r.max_entries > (256U << 20) || (d.r.max_entries & (d.r.max_entries - 1))))
       out.push_back(what +
-                    ": a ring buffer has key and value size 0 and a power-of-two size of "
-                    "4 KiB or more");
+                    ": a ring buffer has key and value size 0 and a power-of-two size "
+                    "from 4 KiB to 256 MiB");
     if (family.first == kS) {
       check_versions(out, what, family, d.bpfloader_min_ver, d.bpfloader_max_ver);
       check_kvers(out, what, d.min_kver, d.max_kver);

@@ -53,6 +53,8 @@ patch s maps 36 I 0 && expect_broken "map bpfloader_max_ver 0" s "skip it on And
 patch s maps 48 4s fs_b && expect_broken "a map selinux_context" s "selinux_context"
 patch s maps 113 B 1 && expect_broken "map ignore_on bits" s "ignore_on"
 patch r maps 28 I 0 && expect_broken "map mode 0" r "keeps even its owner out"
+# The ring buffer (ids, the 7th map): 48 KiB is no power of two.
+patch s maps $((6 * 120 + 12)) I 49152 && expect_broken "a ring buffer size" s "ring buffer"
 # Program definitions.
 patch r progs 0 I 1000 && expect_broken "a nonzero program uid (R)" r "chown before chmod"
 patch r progs 12 I 0 && expect_broken "program max_kver 0 (R)" r "skips it on every release"
