@@ -4,11 +4,14 @@
  * benchmark's in bench/) take from the kernel, in place of a vmlinux.h dumped
  * from some kernel's BTF.
  *
- * Why the UAPI header is enough: the programs read no kernel structure. Every
- * context (tracepoint, perf_event, fentry) is handed unchanged to
- * bpf_get_stack() and bpf_get_attach_cookie(), and every structure they touch
- * is their own (include/stackmapd/abi.h). There is nothing to relocate with
- * CO-RE and nothing kernel-build- or architecture-specific to take from BTF.
+ * Why the UAPI header is enough: the programs read one kernel field, the
+ * current task's comm, through bpf_get_current_task_btf() and a one-member
+ * struct task_struct of their own that libbpf relocates against the running
+ * kernel's BTF (CO-RE; the bpfloader object, which no loader relocates,
+ * copies the name with bpf_get_current_comm() instead). Every context
+ * (tracepoint, perf_event, fentry) is handed unchanged to bpf_get_stack()
+ * and bpf_get_attach_cookie(), and every other structure they touch is their
+ * own (include/stackmapd/abi.h).
  * What they do use is UAPI from <linux/bpf.h>: the __u32/__u64 types, map
  * types (ARRAY, PERCPU_ARRAY, RINGBUF), BPF_F_MMAPABLE, BPF_F_SKIP_FIELD_MASK
  * and the ring buffer's BPF_RB_* flags and queries. Those values are kernel
@@ -20,9 +23,8 @@
  * -idirafter (CMakeLists.txt, STACKMAPD_BPF_CFLAGS). It only yields the same
  * int-ll64 integer types on every Linux architecture.
  *
- * A program that starts reading kernel structures (struct task_struct, a
- * typed tracepoint context, bpf_tracing.h's PT_REGS_*) needs BTF-derived types
- * and CO-RE instead.
+ * A program that reads more of the kernel's structures (a typed tracepoint
+ * context, bpf_tracing.h's PT_REGS_*) declares what it reads the same way.
  */
 #ifndef STACKMAPD_KERNEL_TYPES_H
 #define STACKMAPD_KERNEL_TYPES_H
