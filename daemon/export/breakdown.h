@@ -29,6 +29,10 @@ std::string format_weight(uint64_t w, const std::string& unit);
 // each with its share and its top keys (top 3 processes without --by).
 std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms);
 
+// --user-stacks: each stack split into one record per user stack its keys
+// name (StackRecord::ustack), each with the counts and keys of that user stack.
+std::vector<StackRecord> split_by_user_stack(const std::vector<StackRecord>& stacks);
+
 // Stacks for --folded and --svg: one per (stack, key) with the key frames as
 // roots when --by was given, counted by weight when weighted.
 std::vector<SymbolizedStack> flame_stacks(const Snapshot& snap, const Kallsyms* ksyms);
