@@ -25,7 +25,9 @@ Mapping map_whole(int fd, size_t bytes, int prot, const char* what) {
 }  // namespace
 
 UserTable::UserTable(const BpfObject& object)
-    : enabled_(object.user_stacks()), bits_(object.bits()), shared_(&object.globals()->user_shared) {
+    : enabled_(object.user_stacks()),
+      bits_(object.bits()),
+      shared_(&object.globals()->user_shared) {
   if (!enabled_) return;
   slots_ = map_whole(object.uslots_fd(), sizeof(smt_slot) * table_size(), PROT_READ | PROT_WRITE,
                      "uslots");

@@ -17,8 +17,8 @@ namespace stackmapd {
 
 // A user stack as the table holds it.
 struct UserStackIps {
-  uint32_t pid = 0;            // tgid, from the marker
-  uint32_t exec_id = 0;        // low bits of the task's exec count (0: unknown)
+  uint32_t pid = 0;           // tgid, from the marker
+  uint32_t exec_id = 0;       // low bits of the task's exec count (0: unknown)
   std::vector<uint64_t> ips;  // user frames, innermost first, marker removed
 };
 

@@ -113,7 +113,13 @@ std::string format_weight(uint64_t w, const std::string& unit) {
   return std::to_string(w) + " " + unit;
 }
 
-std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms) {
+std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms,
+                       const FunctionNames* names) {
+  const auto kernel_name = [&](uint64_t ip) {
+    if (!ksyms && names)
+      if (auto it = names->find(ip); it != names->end()) return it->second;
+    return symbolize(ip, ksyms);
+  };
   const std::vector<StackRecord> split =
       snap.user.enabled ? split_by_user_stack(snap.stacks) : std::vector<StackRecord>{};
   const std::vector<StackRecord>& stacks = snap.user.enabled ? split : snap.stacks;
@@ -146,7 +152,7 @@ std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms) {
       out += ", " + format_weight(s.weight, snap.weight_unit) + " (" +
              percent(share(s.weight, total_weight)) + ")";
     out += ", depth " + std::to_string(s.ips.size()) + "\n";
-    for (uint64_t ip : s.ips) out += "    " + symbolize(ip, ksyms) + "\n";
+    for (uint64_t ip : s.ips) out += "    " + kernel_name(ip) + "\n";
     if (snap.user.enabled) append_user_frames(snap, s.ustack, out);
     if (s.by.empty()) continue;
     out += "  by " + snap.keys.str() + ":\n";
@@ -171,12 +177,18 @@ std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms) {
   return out;
 }
 
-std::vector<SymbolizedStack> flame_stacks(const Snapshot& snap, const Kallsyms* ksyms) {
+std::vector<SymbolizedStack> flame_stacks(const Snapshot& snap, const Kallsyms* ksyms,
+                                          const FunctionNames* names) {
   const bool weights = weighted(snap);
   if (snap.user.enabled) {
     // Root first: the keys, the user frames, then the kernel frames.
     const std::vector<StackRecord> split = split_by_user_stack(snap.stacks);
     std::vector<SymbolizedStack> kernel = symbolize_stacks(split, ksyms);
+    if (!ksyms && names)
+      for (size_t i = 0; i < split.size(); ++i)
+        for (size_t k = 0; k < split[i].ips.size(); ++k)
+          if (auto it = names->find(split[i].ips[k]); it != names->end())
+            kernel[i].frames[k] = it->second;
     std::vector<SymbolizedStack> out;
     for (size_t i = 0; i < split.size(); ++i) {
       std::vector<std::string> user;

@@ -14,6 +14,7 @@
 
 #include "daemon/export/flamegraph.h"
 #include "daemon/export/fsmb.h"
+#include "daemon/export/user_binaries.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 
@@ -330,6 +331,7 @@ void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms*
   write_file_atomic(dir + "/stack_map_stat", format_stat(snap.stats), kPrivate, group);
   if (!snap.kernel.release.empty())
     write_file_atomic(dir + "/stack_map.kernel", snap.kernel.to_text(), kPrivate, group);
+  if (snap.user.enabled) save_user_binaries(dir, snap.user, group);
 }
 
 }  // namespace stackmapd

@@ -27,10 +27,9 @@ std::string without_offset(const std::string& symbol) {
 
 std::vector<std::string> user_frame_names(const UserStackSet& set, const UserFrame& f,
                                           bool with_offsets) {
-  const std::string bin =
-      f.binary >= 0 && static_cast<size_t>(f.binary) < set.binaries.size()
-          ? base_name(set.binaries[f.binary].path)
-          : std::string();
+  const std::string bin = f.binary >= 0 && static_cast<size_t>(f.binary) < set.binaries.size()
+                              ? base_name(set.binaries[f.binary].path)
+                              : std::string();
   if (f.symbols.empty()) {
     if (bin.empty()) return {hex(f.addr)};
     return {"[" + bin + "]" + (with_offsets ? "+" + hex(f.file_offset) : std::string())};

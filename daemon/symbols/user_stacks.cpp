@@ -10,9 +10,14 @@ namespace stackmapd {
 
 bool reaches_entry_point(const UserStackSet&, const UserStack& s) {
   if (s.frames.empty() || s.frames.back().symbols.empty()) return false;
-  static constexpr std::array<std::string_view, 8> kEntries = {
-      "_start",     "__libc_start_main", "__libc_start_call_main", "start_thread",
-      "clone",      "clone3",            "thread_start",           "__clone"};
+  static constexpr std::array<std::string_view, 8> kEntries = {"_start",
+                                                               "__libc_start_main",
+                                                               "__libc_start_call_main",
+                                                               "start_thread",
+                                                               "clone",
+                                                               "clone3",
+                                                               "thread_start",
+                                                               "__clone"};
   const std::string& outer = s.frames.back().symbols.back();
   const std::string_view name = std::string_view(outer).substr(0, outer.rfind("+0x"));
   for (std::string_view e : kEntries)
