@@ -7,6 +7,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
 
@@ -38,11 +39,13 @@ void decode(const DecodeOptions& o, std::ostream& out) {
     std::ifstream in(o.file);
     std::stringstream text;
     text << in.rdbuf();
-    JsonExport doc = read_json_export(text.str(), o.file);
-    if (!o.user_symbols_from.empty() && !doc.snap.user.enabled)
+    const nlohmann::json probe = nlohmann::json::parse(text.str(), nullptr, false);
+    const bool user_stacks = probe.is_object() && probe.contains("user_stacks");
+    if (!o.user_symbols_from.empty() && !user_stacks)
       throw Error("--user-symbols-from: " + o.file +
                   " has no user stacks; record with --user-stacks, or drop the option");
-    if (doc.snap.user.enabled) {
+    if (user_stacks) {
+      JsonExport doc = read_json_export(text.str(), o.file);
       // User frames after the kernel's: --top, --folded and --svg from the snapshot.
       if (!o.user_symbols_from.empty()) resymbolize_user_stacks(doc.snap.user, o.user_symbols_from);
       if (!o.folded.empty() || !o.svg.empty())
@@ -59,6 +62,7 @@ void decode(const DecodeOptions& o, std::ostream& out) {
     if (!o.folded.empty() || !o.svg.empty())
       write_flame_outputs(stacks_from_json(text.str(), o.file), o.folded, o.svg, title, out);
     if (!o.pprof.empty()) {
+      const JsonExport doc = read_json_export(text.str(), o.file);
       write_pprof(o.pprof, doc.snap,
                   [&](uint64_t ip) {
                     auto it = doc.functions.find(ip);
