@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 // --user-stacks' mappings and frame names (daemon/symbols/user_maps.h,
 // daemon/model/user_stack.h), and the symbolizer against this test binary.
+#include "daemon/symbols/user_maps.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include "daemon/model/user_stack.h"
-#include "daemon/symbols/user_maps.h"
 #include "daemon/symbols/user_symbolizer.h"
 
 namespace stackmapd {
@@ -49,11 +50,13 @@ TEST(UserSymbolizer, NamesAFunctionOfThisBinaryByFileOffset) {
   UserSymbolizer sym(1);
   const auto r = sym.resolve(f->build_id, f->open_path, addr - f->start + f->pgoff, false);
   ASSERT_FALSE(r.symbols.empty());
-  EXPECT_EQ(r.symbols.back(), "stackmapd::(anonymous namespace)::user_maps_test_marker_function()+0x1");
+  EXPECT_EQ(r.symbols.back(),
+            "stackmapd::(anonymous namespace)::user_maps_test_marker_function()+0x1");
   // A second binary past the cap of 1 closes the first, counted.
   const MappedFile* libc = m->find(reinterpret_cast<uint64_t>(&getpid));
   ASSERT_NE(libc, nullptr);
-  sym.resolve(libc->build_id, libc->open_path, reinterpret_cast<uint64_t>(&getpid) - libc->start + libc->pgoff, false);
+  sym.resolve(libc->build_id, libc->open_path,
+              reinterpret_cast<uint64_t>(&getpid) - libc->start + libc->pgoff, false);
   EXPECT_EQ(sym.evictions(), 1u);
   EXPECT_EQ(sym.open_binaries(), 1u);
 }
