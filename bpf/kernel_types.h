@@ -20,6 +20,11 @@
  * -idirafter (CMakeLists.txt, STACKMAPD_BPF_CFLAGS). It only yields the same
  * int-ll64 integer types on every Linux architecture.
  *
+ * One exception, --user-stacks: the program reads task_struct.self_exec_id
+ * (4 bytes, bpf_probe_read_kernel) at an offset the daemon takes from the
+ * running kernel's BTF and passes in .rodata (daemon/bpf/task_offsets.h), as
+ * it passes sched_switch's field offsets: no kernel type is compiled in.
+ *
  * A program that starts reading kernel structures (struct task_struct, a
  * typed tracepoint context, bpf_tracing.h's PT_REGS_*) needs BTF-derived types
  * and CO-RE instead.
