@@ -25,6 +25,8 @@ Sections:
                  VmRSS/VmHWM at --bits 14, RSS at 1 K / 16 K / 256 K unique stacks.
   pool_exhausted ns/event of a --bits 10 daemon whose pool is full next to a
                  --bits 14 one that is not, on the same events.
+  user_stacks    --user-stacks next to without, both on the same tracepoint at once,
+                 both attach orders: in-kernel ns/event of each and the ratio.
   offcpu         --offcpu next to `-e sched:sched_switch` under a pipe ping-pong:
                  ns per sched_switch and the ping-pong's ops/s, A B A B ...
   compare        (with --baseline-stackmapd) this build's daemon against another
@@ -701,6 +703,42 @@ def bench_pool_exhausted(a, bins):
     return res
 
 
+def bench_user_stacks(a, bins):
+    """--user-stacks next to without, both on the same tracepoint at once (same events),
+    in both attach orders: in-kernel ns/event of each and their ratio, per round."""
+    rounds = []
+    for r in range(a.px_rounds):
+        user = Stackmapd(bins["stackmapd"], "user_stacks", (EVENT,), 14, ["--user-stacks"])
+        plain = Stackmapd(bins["stackmapd"], "kernel_only", (EVENT,), 14)
+        seq = [user, plain] if r % 2 == 0 else [plain, user]
+        started = []
+        try:
+            for t in seq:
+                t.start()
+                started.append(t)
+            s0 = prog_stats()
+            workload(bins["alloc_loop"], a.cpu, a.seconds)
+            s1 = prog_stats()
+        finally:
+            for t in reversed(started):
+                t.stop()
+        row = {"order": [t.name for t in seq]}
+        for t in (user, plain):
+            pid = t.prog_ids[0]
+            dn = s1[pid][1] - s0[pid][1]
+            row[t.name] = (s1[pid][0] - s0[pid][0]) / dn if dn else None
+        row["ratio"] = (row["user_stacks"] / row["kernel_only"]
+                        if row["user_stacks"] and row["kernel_only"] else None)
+        rounds.append(row)
+        log("user stacks round %d (%s first): %s ns/event with --user-stacks, %s without, "
+            "ratio %s" % (r + 1, seq[0].name, num(row["user_stacks"]), num(row["kernel_only"]),
+                          num(row["ratio"], 3)))
+    res = {"event": EVENT, "rounds": rounds}
+    for k in ("user_stacks", "kernel_only", "ratio"):
+        res[k] = summary([r[k] for r in rounds])
+    return res
+
+
 COMPARE_FIGURES = (("ns_per_event", "in-kernel ns/event (bpf_stats run_time_ns / run_cnt)", 0),
                    ("ops_per_s", "workload ops/s", 0),
                    ("daemon_cpu_s_per_million", "daemon CPU s per million events", 4),
@@ -1189,7 +1227,7 @@ def main():
                     help="where latest.{json,md,png} go (default bench/results; with --smoke "
                          "a temporary directory)")
     ap.add_argument("--only", default=None,
-                    help="comma-separated sections: ns,throughput,ring,daemon,pool,offcpu,compare (default: "
+                    help="comma-separated sections: ns,throughput,ring,daemon,pool,user,offcpu,compare (default: "
                          "all; compare only with --baseline-stackmapd)")
     ap.add_argument("--baseline-stackmapd", metavar="BINARY",
                     help="another stackmapd build to compare this one with (section compare), "
@@ -1230,7 +1268,7 @@ def main():
         a.out = (tempfile.mkdtemp(prefix="stackmapd-bench-smoke-") if a.smoke
                  else os.path.join(HERE, "results"))
     if a.only is None:
-        a.only = "ns,throughput,ring,daemon,pool,offcpu" + (",compare" if a.baseline_stackmapd else "")
+        a.only = "ns,throughput,ring,daemon,pool,user,offcpu" + (",compare" if a.baseline_stackmapd else "")
     b = a.build_dir
     bins = {"stackmapd": f"{b}/stackmapd", "alloc_loop": f"{b}/bench/alloc_loop",
             "bare_stack": f"{b}/bench/bare_stack", "drain_bench": f"{b}/bench/drain_bench"}
@@ -1280,6 +1318,8 @@ def main():
              "daemon": ("daemon", "daemon", bench_daemon),
              "pool": ("pool exhausted", "pool_exhausted", bench_pool_exhausted),
              "offcpu": ("--offcpu next to plain counting", "offcpu", bench_offcpu),
+             "user": ("--user-stacks next to kernel stacks only", "user_stacks",
+                      bench_user_stacks),
              "compare": ("this build against the baseline", "compare", bench_compare)}
     for s in sections:
         if s not in known:

@@ -4,8 +4,8 @@
  * benchmark's in bench/) take from the kernel, in place of a vmlinux.h dumped
  * from some kernel's BTF.
  *
- * Why the UAPI header is enough: the programs read one kernel field, the
- * current task's comm, through bpf_get_current_task_btf() and a one-member
+ * Why the UAPI header is enough: the programs read two kernel fields, the
+ * current task's comm and (--user-stacks) its self_exec_id, through bpf_get_current_task_btf() and a one-member
  * struct task_struct of their own that libbpf relocates against the running
  * kernel's BTF (CO-RE; the bpfloader object, which no loader relocates,
  * copies the name with bpf_get_current_comm() instead). Every context

@@ -53,7 +53,11 @@
 #define SMT_SIZED(at_load, fixed) (at_load)
 #endif
 
-struct smt_table; /* the BPF side reaches its table through global maps */
+/* The BPF side reaches its tables through global maps: t is NULL for the
+ * kernel stack table, USER_TABLE for --user-stacks' (a constant after
+ * inlining, so each lookup names one map). */
+struct smt_table;
+#define USER_TABLE ((struct smt_table *)1)
 
 #ifndef SMT_BPFLOADER
 /* The daemon mmaps both arrays to read each new stack once, without syscalls. */
@@ -72,6 +76,26 @@ struct {
 	__type(value, struct smt_elt);
 	__uint(max_entries, SMT_SIZED(1, 1U << SMT_BPFLOADER_BITS)); /* 2^bits */
 } pool SEC(".maps");
+
+#ifndef SMT_BPFLOADER
+/* --user-stacks' table (abi.h, SMT_USER_MARKER): the same layout, sized at
+ * load (one entry each when off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct smt_slot);
+	__uint(max_entries, 1);
+} uslots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct smt_elt);
+	__uint(max_entries, 1);
+} upool SEC(".maps");
+#endif
 
 /* Index cpu * SMT_MAX_NEST + level; mmapped by the daemon, which reads the
  * counts in place (struct smt_batch). */
@@ -93,6 +117,7 @@ struct stack_buf {
 	__u64 ips[SMT_MAX_STRIP_FRAMES + SMT_MAX_DEPTH + 1];
 	__u32 verify_countdown;
 	__u32 reserved;
+	__u64 uips[SMT_MAX_DEPTH];     /* --user-stacks: frames, then the marker */
 	struct smt_trace_record trace; /* --trace: a record is written here, then sent */
 };
 
@@ -178,6 +203,7 @@ static __always_inline struct smt_globals *get_globals(void)
 }
 #endif
 
+#ifdef SMT_BPFLOADER
 static __always_inline struct smt_slot *smt_slot_at(struct smt_table *t, __u32 idx)
 {
 	return bpf_map_lookup_elem(&slots, &idx);
@@ -187,6 +213,19 @@ static __always_inline struct smt_elt *smt_elt_at(struct smt_table *t, __u32 idx
 {
 	return bpf_map_lookup_elem(&pool, &idx);
 }
+#else
+static __always_inline struct smt_slot *smt_slot_at(struct smt_table *t, __u32 idx)
+{
+	return t == USER_TABLE ? bpf_map_lookup_elem(&uslots, &idx) :
+				 bpf_map_lookup_elem(&slots, &idx);
+}
+
+static __always_inline struct smt_elt *smt_elt_at(struct smt_table *t, __u32 idx)
+{
+	return t == USER_TABLE ? bpf_map_lookup_elem(&upool, &idx) :
+				 bpf_map_lookup_elem(&pool, &idx);
+}
+#endif
 
 #include "stackmapd/stack_table.h"
 
@@ -213,6 +252,13 @@ static __always_inline void probe_table(struct smt_probe *p)
 {
 	bpf_loop(SMT_MAX_PROBES, probe_step_cb, p, 0);
 }
+
+static long probe_user_step_cb(__u32 i, void *ctx)
+{
+	if (i >= SMT_MAX_PROBES)
+		return 1;
+	return smt_probe_step(USER_TABLE, ctx, i);
+}
 #endif
 
 static __always_inline void count(__u64 *c, enum smt_counter which)
@@ -237,6 +283,11 @@ struct event_facts {
 	__u64 ring_bytes; /* a thread name announced */
 	__u32 names_full;
 	__u32 truncated;
+	/* --user-stacks (capture_user) */
+	__u32 user_stack_id;
+	__u8 no_user_stack;
+	__u8 user_not_stored;
+	__u8 user_truncated;
 };
 
 #ifdef SMT_BPFLOADER
@@ -245,9 +296,11 @@ static __always_inline void current_comm(struct smt_comm *c)
 	bpf_get_current_comm(c->comm, sizeof(c->comm));
 }
 #else
-/* Relocated by libbpf against the kernel's BTF (CO-RE). */
+/* What the programs read of the current task, relocated by libbpf against
+ * the kernel's BTF (CO-RE). */
 struct task_struct {
 	char comm[16];
+	__u64 self_exec_id;
 } __attribute__((preserve_access_index));
 
 /* The name read in place: a third of bpf_get_current_comm's cost, which
@@ -351,6 +404,8 @@ static __always_inline void fill_event(const volatile struct smt_config *cfg,
 	e->name = name;
 	e->source = source;
 	e->cpu = bpf_get_smp_processor_id();
+	e->user_stack_id = SMT_NO_USER_STACK;
+	e->reserved = 0;
 }
 
 static __always_inline __u64 wakeup_flags(const volatile struct smt_config *cfg)
@@ -511,6 +566,83 @@ static __always_inline enum smt_counter capture(void *ctx, const volatile struct
 	return SMC_HITS;
 }
 
+#ifndef SMT_BPFLOADER
+/* --user-stacks: the current task's exec count (abi.h, SMT_USER_MARKER). */
+static __always_inline __u32 exec_id(void)
+{
+	const struct task_struct *t = bpf_get_current_task_btf();
+
+	return t->self_exec_id;
+}
+#endif
+
+#ifndef SMT_BPFLOADER
+/* capture_user's result: the id in the low 32 bits, then facts. */
+#define USER_NONE (1ULL << 32)
+#define USER_NOT_STORED (1ULL << 33)
+#define USER_TRUNCATED (1ULL << 34)
+
+/*
+ * --user-stacks: captures the current task's user stack (frame pointers)
+ * into buf->uips and finds or inserts it in the user table, keyed by its
+ * process (the marker frame). A global function: the verifier checks it
+ * once, not once per state of every caller (the whole event path, walked
+ * again for each outcome of the kernel stack's probe, is past its limit).
+ */
+__noinline __u64 smt_user_stack(void *ctx __attribute__((btf_decl_tag("arg:ctx"))),
+				struct stack_buf *buf)
+{
+	const volatile struct smt_config *cfg = get_config();
+	struct smt_globals *g = get_globals();
+	__u64 facts = 0;
+	struct smt_probe p;
+	long len;
+	__u32 nr;
+
+	if (!buf)
+		return USER_NONE | SMT_NO_USER_STACK;
+	len = bpf_get_stack(ctx, buf->uips, sizeof(buf->uips), BPF_F_USER_STACK);
+	if (len < (long)sizeof(__u64))
+		return USER_NONE | SMT_NO_USER_STACK; /* a kernel thread, or no readable frame */
+	nr = len / sizeof(__u64);
+	if (nr > SMT_MAX_USER_DEPTH) {
+		nr = SMT_MAX_USER_DEPTH;
+		facts |= USER_TRUNCATED;
+	}
+	buf->uips[nr & (SMT_MAX_DEPTH - 1)] =
+		SMT_USER_MARKER(bpf_get_current_pid_tgid() >> 32, exec_id());
+	smt_probe_init(&p, &g->user_shared, buf->uips, nr + 1, cfg->table_bits,
+		       g->user_shared.hash_seed);
+	bpf_loop(SMT_MAX_PROBES, probe_user_step_cb, &p, 0);
+	smt_probe_finish(&p);
+	if (p.status == SMT_FOUND || p.status == SMT_INSERTED)
+		return facts | p.idx;
+	return facts | USER_NOT_STORED | SMT_NO_STACK_ID;
+}
+#endif
+
+/* --user-stacks: the event's user stack id and facts, in f. Off, it costs
+ * one compare of a .rodata constant, which the verifier prunes. */
+static __always_inline void capture_user(void *ctx, const volatile struct smt_config *cfg,
+					 struct smt_globals *g, struct stack_buf *buf,
+					 struct event_facts *f)
+{
+#ifndef SMT_BPFLOADER
+	__u64 r;
+
+	f->user_stack_id = SMT_NO_USER_STACK;
+	if (!cfg->user_stacks)
+		return;
+	r = smt_user_stack(ctx, buf);
+	f->user_stack_id = (__u32)r;
+	f->no_user_stack = !!(r & USER_NONE);
+	f->user_not_stored = !!(r & USER_NOT_STORED);
+	f->user_truncated = !!(r & USER_TRUNCATED);
+#else
+	f->user_stack_id = SMT_NO_USER_STACK;
+#endif
+}
+
 /* In the write window. */
 static __always_inline void count_facts(struct smt_batch *b, __u64 *cnt,
 					const struct event_facts *f)
@@ -520,6 +652,12 @@ static __always_inline void count_facts(struct smt_batch *b, __u64 *cnt,
 		count(cnt, SMC_NAMES_FULL);
 	if (f->truncated)
 		count(cnt, SMC_TRUNCATED);
+	if (f->no_user_stack)
+		count(cnt, SMC_NO_USER_STACK);
+	if (f->user_not_stored)
+		count(cnt, SMC_USER_NOT_STORED);
+	if (f->user_truncated)
+		count(cnt, SMC_USER_TRUNCATED);
 }
 
 /* The batch's seqlock (abi.h): xchg is fully ordered on every JIT. */
@@ -547,12 +685,13 @@ static __always_inline int same_key(const struct smt_event_record *a,
 {
 	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
 
-	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[4] == y[4];
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[4] == y[4] && x[5] == y[5];
 }
 
 static __always_inline __u32 entry_of(const struct smt_event_record *e)
 {
-	return ((e->stack_id ^ e->tid * 0x9e3779b1U ^ e->source) * 0x85ebca6bU) >>
+	return ((e->stack_id ^ e->tid * 0x9e3779b1U ^ e->source ^ e->user_stack_id) *
+		0x85ebca6bU) >>
 	       (32 - SMT_BATCH_BITS);
 }
 
@@ -687,6 +826,10 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 		outcome = capture(ctx, cfg, g, b, epoch, buf, skip, &f, &p);
 	fill_event(cfg, &e, p.idx, epoch, name, SMT_COOKIE_SOURCE(cookie),
 		   event_weight(ctx, cookie));
+	if (cfg->user_stacks && !(state & SMT_STATE_RESETTING)) {
+		capture_user(ctx, cfg, g, buf, &f);
+		e.user_stack_id = f.user_stack_id;
+	}
 
 	batch_write_begin(b);
 	cnt = b->counters.epoch[epoch & 1];
@@ -880,6 +1023,8 @@ static __always_inline void switch_in(void *ctx, const volatile struct smt_confi
 	e.name = s.name;
 	e.source = s.source;
 	e.cpu = s.cpu;
+	e.user_stack_id = s.user_stack_id;
+	e.reserved = 0;
 
 	batch_write_begin(b);
 	cnt = b->counters.epoch[epoch & 1];
@@ -948,6 +1093,12 @@ static __always_inline void switch_out(void *ctx, const volatile struct smt_conf
 		s.cpu = bpf_get_smp_processor_id();
 		s.source = source;
 		s.inserted = p.status == SMT_INSERTED;
+		s.user_stack_id = SMT_NO_USER_STACK;
+		s.reserved = 0;
+		if (cfg->user_stacks) {
+			capture_user(ctx, cfg, g, buf, &f);
+			s.user_stack_id = f.user_stack_id;
+		}
 		outcome = bpf_map_update_elem(&offcpu_start, &tid, &s, BPF_ANY) ?
 				  SMC_DROP_OFFCPU_FULL :
 				  SMC_NR;

@@ -209,6 +209,9 @@ int main(int argc, char** argv) {
       "Write a gzipped pprof profile to FILE (with --by's labels from a JSON export)");
   decode->add_option("--top", decode_args.top,
                      "Only the N stacks with the highest ref_count (0: all, in file order)");
+  decode->add_option("--user-symbols-from", decode_args.user_symbols_from,
+                     "With a stack_map.json of --user-stacks: symbolize its user frames from "
+                     "the binaries the export directory DIR keeps (DIR/binaries/BUILD_ID)");
   decode->add_option("--kallsyms", decode_args.symbols.kallsyms,
                      "Symbolize from this kallsyms file (e.g. saved on the device, any boot)");
   decode->add_option("--vmlinux", decode_args.symbols.vmlinux,

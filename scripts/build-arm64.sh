@@ -34,7 +34,8 @@ if [[ ${STACKMAPD_ARM64_NO_DEPS:-0} != 1 ]]; then
 		build-essential cmake pkg-config clang llvm bpftool file ccache \
 		g++-aarch64-linux-gnu qemu-user-static \
 		libcli11-dev nlohmann-json3-dev \
-		libbpf-dev:arm64 libelf-dev:arm64 zlib1g-dev:arm64 libtraceevent-dev:arm64 \
+		libbpf-dev:arm64 libelf-dev:arm64 libdw-dev:arm64 libbz2-dev:arm64 liblzma-dev:arm64 \
+		zlib1g-dev:arm64 libtraceevent-dev:arm64 \
 		libspdlog-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 \
 		libsystemd-dev:arm64 > /dev/null
 fi

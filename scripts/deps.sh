@@ -5,7 +5,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config clang llvm libclang-rt-14-dev \
-  libbpf-dev bpftool libelf-dev zlib1g-dev libtraceevent-dev \
+  libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libtraceevent-dev \
   libspdlog-dev libcli11-dev nlohmann-json3-dev libsystemd-dev libgtest-dev \
   python3 util-linux debootstrap systemd-container chromium fonts-dejavu-core strace \
   clang-format > /dev/null

@@ -204,3 +204,31 @@ TEST(StackTableReader, OnlyPublishedElementsWithFramesAreRead) {
 }
 
 }  // namespace
+
+// --user-stacks: the same table code keyed by process through the marker
+// frame (abi.h): equal user addresses in two processes never share an id.
+TEST(StackTable, UserStacksOfTwoProcessesNeverMerge) {
+  smt_table t(kBits);
+  const std::vector<__u64> frames = {0x5555555551a3, 0x5555555551bf, 0x7ffff7df0d7a};
+  auto of_process = [&](__u32 tgid, __u32 exec_id) {
+    std::vector<__u64> s = frames;
+    s.push_back(SMT_USER_MARKER(tgid, exec_id));
+    return s;
+  };
+  const Result a = lookup(t, of_process(100, 0));
+  const Result b = lookup(t, of_process(200, 0));
+  const Result a_after_exec = lookup(t, of_process(100, 1));
+  ASSERT_EQ(a.status, SMT_INSERTED);
+  ASSERT_EQ(b.status, SMT_INSERTED);
+  ASSERT_EQ(a_after_exec.status, SMT_INSERTED);
+  EXPECT_NE(a.id, b.id);
+  EXPECT_NE(a.id, a_after_exec.id);
+  const Result a_again = lookup(t, of_process(100, 0));
+  EXPECT_EQ(a_again.status, SMT_FOUND);
+  EXPECT_EQ(a_again.id, a.id);
+  const __u64 m = SMT_USER_MARKER(200, 0x12345);
+  EXPECT_TRUE(SMT_IS_USER_MARKER(m));
+  EXPECT_EQ(SMT_USER_MARKER_TGID(m), 200u);
+  EXPECT_EQ(SMT_USER_MARKER_EXEC(m), 0x2345u);
+  EXPECT_FALSE(SMT_IS_USER_MARKER(0x00007fffffffe000ull)) << "a user address is never a marker";
+}

@@ -47,6 +47,7 @@ smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_byt
   s.cgroup_ids = c.keys.has(KeyField::cgroup) || c.keys.has(KeyField::unit);
   s.strip_nr = static_cast<uint32_t>(std::min<size_t>(c.machinery.size(), SMT_MAX_STRIP));
   std::copy_n(c.machinery.begin(), s.strip_nr, s.strip);
+  s.user_stacks = c.user_stacks;
   return s;
 }
 
@@ -112,6 +113,9 @@ bool BpfObject::load_own(const SessionConfig& config) {
   bpf_map__set_max_entries(skel_->maps.batches, batch_count_);
   // Preallocated: without --offcpu its 16384 threads' room would be kernel memory for nothing.
   if (!config.offcpu) bpf_map__set_max_entries(skel_->maps.offcpu_start, 1);
+  // The user stack table: as large as the kernel's, one entry each when off.
+  bpf_map__set_max_entries(skel_->maps.uslots, config.user_stacks ? 2u << bits_ : 1);
+  bpf_map__set_max_entries(skel_->maps.upool, config.user_stacks ? 1u << bits_ : 1);
 
   bool take_over = false;
   if (!pin_dir_.empty()) {
@@ -138,6 +142,8 @@ bool BpfObject::load_own(const SessionConfig& config) {
   pinned_ = take_over;
   slots_fd_ = bpf_map__fd(skel_->maps.slots);
   pool_fd_ = bpf_map__fd(skel_->maps.pool);
+  uslots_fd_ = bpf_map__fd(skel_->maps.uslots);
+  upool_fd_ = bpf_map__fd(skel_->maps.upool);
   batches_fd_ = bpf_map__fd(skel_->maps.batches);
   ids_fd_ = bpf_map__fd(skel_->maps.ids);
   offcpu_start_fd_ = bpf_map__fd(skel_->maps.offcpu_start);
@@ -155,6 +161,10 @@ void BpfObject::use_pins(const SessionConfig& config) {
     throw Error(
         "-f needs stackmapd's own BPF object (one fentry program per function); with "
         "--pinned use -e tracepoints or --profile");
+  if (config.user_stacks)
+    throw Error(
+        "--user-stacks needs stackmapd's own BPF object (the pinned one has no user stack "
+        "table); drop --pinned or --user-stacks");
   if (config.offcpu)
     throw Error(
         "--offcpu needs stackmapd's own BPF object (its sched_switch program); drop --pinned "
@@ -241,6 +251,7 @@ StackmapdSkeleton BpfObject::load_function(const std::string& function, uint32_t
   bpf_program__set_attach_target(obj->progs.stackmapd_fentry, 0, function.c_str());
   const std::pair<bpf_map*, bpf_map*> shared_maps[] = {
       {obj->maps.slots, skel_->maps.slots},     {obj->maps.pool, skel_->maps.pool},
+      {obj->maps.uslots, skel_->maps.uslots},   {obj->maps.upool, skel_->maps.upool},
       {obj->maps.batches, skel_->maps.batches}, {obj->maps.scratch, skel_->maps.scratch},
       {obj->maps.nesting, skel_->maps.nesting}, {obj->maps.ids, skel_->maps.ids},
       {obj->maps.names, skel_->maps.names},     {obj->maps.offcpu_start, skel_->maps.offcpu_start},

@@ -42,10 +42,14 @@ std::unique_ptr<BpfSession> BpfSession::load(const SessionConfig& config) {
 BpfSession::BpfSession(const SessionConfig& config, Stage stage)
     : object_(config),
       table_(object_),
+      user_table_(object_),
+      user_stacks_(user_table_),
       batches_(object_.batches_fd(), object_.batch_count()),
       store_(table_.table_size() + RingConsumer::kOverflowStacks,
-             config.keys.empty() ? KeySpec::parse("pid,comm") : config.keys, config.max_key_pairs),
-      consumer_(object_.ids_fd(), table_, store_, object_.batch_count(), config.trace),
+             config.keys.empty() ? KeySpec::parse("pid,comm") : config.keys, config.max_key_pairs,
+             config.user_stacks),
+      consumer_(object_.ids_fd(), table_, store_, object_.batch_count(), config.trace,
+                config.user_stacks ? &user_stacks_ : nullptr),
       attachments_(object_, config),
       grace_period_(membarrier_global),
       keys_requested_(!config.keys.empty()),
@@ -64,6 +68,7 @@ void BpfSession::start_fresh() {
   table_.book() = smt_daemon_state{};
   table_.book().layout_version = SMT_LAYOUT_VERSION;
   table_.book().bits = table_.bits();
+  user_table_.clear(random_seed());
   batches_.clear();
   consumer_.set_epoch(0);
 }
@@ -89,6 +94,9 @@ void BpfSession::take_over() {
   }
   smt_shared& shared = table_.shared();
   hash_seed_ = shared.hash_seed;
+  // The user table is not pinned (bpf_object.h): this session's starts empty.
+  user_table_.clear(random_seed());
+  user_stacks_.clear();
   uint32_t epoch = SMT_STATE_EPOCH(shared.state);
   if (shared.state & SMT_STATE_RESETTING) {
     spdlog::warn("a reset of the table pinned in {} did not finish: finishing it", where);
@@ -151,6 +159,7 @@ TableStats BpfSession::stats_of(const std::vector<smt_cpu_counters>& counters,
   TableStats s = table_.stats_of(counters, parity);
   consumer_.add_counts(s);
   store_.add_counts(s);
+  add_user_counts(s);
   return s;
 }
 
@@ -202,7 +211,20 @@ Snapshot BpfSession::snapshot() {
   snap.keys_requested = keys_requested_;
   snap.weight_unit = weight_unit_;
   snap.sources = sources();
+  snap.user = user_stacks_.stacks();
+  add_user_counts(snap.stats);
   return snap;
+}
+
+void BpfSession::add_user_counts(TableStats& s) const {
+  if (!user_table_.enabled()) return;
+  const UserStackCounts c = user_stacks_.counts();
+  s.user_stacks = true;
+  s.user_entries = user_table_.entries();
+  s.user_stacks_truncated = c.truncated;
+  s.user_processes_gone = c.gone;
+  s.user_maps_evicted = c.processes_evicted;
+  s.user_binaries_evicted = c.binaries_evicted;
 }
 
 void BpfSession::close_open_blocks() {
@@ -220,8 +242,8 @@ void BpfSession::close_open_blocks() {
     if (bpf_map_lookup_elem(fd, &tid, &s) != 0 || s.epoch != epoch() || s.ts_ns > now_ns ||
         now_ns - s.ts_ns < min_block_ns_)
       continue;
-    blocks.push_back(
-        {s.stack_id, s.epoch, s.tgid, tid, s.cgroup_id, now_ns - s.ts_ns, s.name, s.source, s.cpu});
+    blocks.push_back({s.stack_id, s.epoch, s.tgid, tid, s.cgroup_id, now_ns - s.ts_ns, s.name,
+                      s.source, s.cpu, s.user_stack_id, 0});
     inserted.push_back(s.inserted != 0);
   }
   consumer_.close_blocks(blocks, inserted);

@@ -38,9 +38,11 @@
 #include "daemon/bpf/session_config.h"
 #include "daemon/bpf/sources.h"
 #include "daemon/bpf/table_view.h"
+#include "daemon/bpf/user_table.h"
 #include "daemon/model/snapshot.h"
 #include "daemon/model/stack_store.h"
 #include "daemon/model/table_stats.h"
+#include "daemon/symbols/user_stacks.h"
 #include "stackmapd/abi.h"
 
 namespace stackmapd {
@@ -139,11 +141,14 @@ class BpfSession {
   void consume_committed();
   void absorb_batches();
   TableStats stats_of(const std::vector<smt_cpu_counters>& counters, uint32_t parity) const;
+  void add_user_counts(TableStats& s) const;
 
   // Declared in the order they are built; torn down in reverse: links first,
   // so nothing writes while the consumer and the mappings go away.
   BpfObject object_;
   TableView table_;
+  UserTable user_table_;            // --user-stacks; disabled otherwise
+  UserStackCollector user_stacks_;  // resolves the user table's stacks
   CpuBatches batches_;
   StackStore store_;
   RingConsumer consumer_;

@@ -38,9 +38,11 @@ size_t RingConsumer::FramesHash::operator()(const std::vector<uint64_t>& f) cons
 }
 
 RingConsumer::RingConsumer(int ring_fd, const TableView& table, StackStore& store,
-                           uint32_t batch_count, bool trace_records)
+                           uint32_t batch_count, bool trace_records,
+                           UserStackCollector* user_stacks)
     : table_(table),
       store_(store),
+      user_(user_stacks),
       consumer_page_(ring_fd, page_size(), PROT_READ, 0,
                      "the BPF ring buffer's consumer page (the kernel must be 5.8+)"),
       producer_page_(ring_fd, page_size(), PROT_READ, page_size(),
@@ -89,6 +91,10 @@ EventKey RingConsumer::key_of(const smt_event_record& e) {
   k.tid = e.tid;
   k.source = e.source;
   k.cpu = e.cpu;
+  if (user_) {
+    k.ustack = e.user_stack_id;
+    user_->see(e.user_stack_id);
+  }
   if (needs_comm_) {
     // Runs of one thread's events are the common case: no lookup for them.
     if (e.name != last_name_.first || !last_name_.second) {

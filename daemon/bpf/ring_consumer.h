@@ -29,6 +29,7 @@
 #include "daemon/model/stack_store.h"
 #include "daemon/model/table_stats.h"
 #include "daemon/symbols/cgroups.h"
+#include "daemon/symbols/user_stacks.h"
 #include "daemon/sys/bpf_handles.h"
 #include "daemon/sys/mapping.h"
 #include "stackmapd/abi.h"
@@ -51,7 +52,8 @@ class RingConsumer {
 
   // trace_records: the session sends a record per event (--trace).
   RingConsumer(int ring_fd, const TableView& table, StackStore& store, uint32_t batch_count,
-               bool trace_records);  // throws Error
+               bool trace_records,
+               UserStackCollector* user_stacks = nullptr);  // throws Error
   RingConsumer(const RingConsumer&) = delete;
   RingConsumer& operator=(const RingConsumer&) = delete;
 
@@ -114,6 +116,7 @@ class RingConsumer {
 
   const TableView& table_;
   StackStore& store_;
+  UserStackCollector* user_;  // --user-stacks, else null
   Mapping consumer_page_;
   Mapping producer_page_;
   RingBuffer ring_;

@@ -48,6 +48,8 @@ struct SessionConfig {
   // Use the programs and maps another loader pinned here (daemon/bpf/loader_pins.h)
   // instead of loading our own; the table's size is then the object's.
   std::string pinned_dir;
+  // --user-stacks: each event's user stack too, in a second table (abi.h).
+  bool user_stacks = false;
 };
 
 }  // namespace stackmapd

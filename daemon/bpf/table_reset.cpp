@@ -114,6 +114,8 @@ Snapshot BpfSession::reset() {
   auto next_base = TableView::sum_counters(batches_.counters(), (ended + 1) & 1);
   std::copy(next_base.begin(), next_base.end(), table_.book().baseline[(ended + 1) & 1]);
   table_.clear();
+  user_table_.clear(table_.shared().hash_seed);
+  user_stacks_.clear();
   store_.clear();
   consumer_.clear_overflow();
   if (!wait_grace_period())

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "daemon/export/flamegraph.h"
@@ -27,10 +28,19 @@ std::string format_weight(uint64_t w, const std::string& unit);
 
 // The `n` heaviest stacks (by weight when weighted, else by count; 0: all),
 // each with its share and its top keys (top 3 processes without --by).
-std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms);
+// `names` (a JSON export's functions by address) names kernel frames when
+// there is no `ksyms`.
+using FunctionNames = std::unordered_map<uint64_t, std::string>;
+std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms,
+                       const FunctionNames* names = nullptr);
+
+// --user-stacks: each stack split into one record per user stack its keys
+// name (StackRecord::ustack), each with the counts and keys of that user stack.
+std::vector<StackRecord> split_by_user_stack(const std::vector<StackRecord>& stacks);
 
 // Stacks for --folded and --svg: one per (stack, key) with the key frames as
 // roots when --by was given, counted by weight when weighted.
-std::vector<SymbolizedStack> flame_stacks(const Snapshot& snap, const Kallsyms* ksyms);
+std::vector<SymbolizedStack> flame_stacks(const Snapshot& snap, const Kallsyms* ksyms,
+                                          const FunctionNames* names = nullptr);
 
 }  // namespace stackmapd

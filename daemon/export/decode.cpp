@@ -7,14 +7,17 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
 
+#include "daemon/export/breakdown.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/flamegraph.h"
 #include "daemon/export/fsmb.h"
 #include "daemon/export/json_snapshot.h"
 #include "daemon/export/pprof.h"
+#include "daemon/export/user_binaries.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -33,13 +36,29 @@ void decode(const DecodeOptions& o, std::ostream& out) {
   check_writable_parent(o.pprof, "--pprof");
   const std::string title = std::filesystem::path(o.file).filename().string();
   if (is_json_export(o.file)) {
+    std::ifstream in(o.file);
+    std::stringstream text;
+    text << in.rdbuf();
+    const nlohmann::json probe = nlohmann::json::parse(text.str(), nullptr, false);
+    const bool user_stacks = probe.is_object() && probe.contains("user_stacks");
+    if (!o.user_symbols_from.empty() && !user_stacks)
+      throw Error("--user-symbols-from: " + o.file +
+                  " has no user stacks; record with --user-stacks, or drop the option");
+    if (user_stacks) {
+      JsonExport doc = read_json_export(text.str(), o.file);
+      // User frames after the kernel's: --top, --folded and --svg from the snapshot.
+      if (!o.user_symbols_from.empty()) resymbolize_user_stacks(doc.snap.user, o.user_symbols_from);
+      if (!o.folded.empty() || !o.svg.empty())
+        write_flame_outputs(flame_stacks(doc.snap, nullptr, &doc.functions), o.folded, o.svg, title,
+                            out);
+      if (o.top || (o.folded.empty() && o.svg.empty()))
+        out << format_top(doc.snap, o.top.value_or(0), nullptr, &doc.functions);
+      return;
+    }
     if (o.folded.empty() && o.svg.empty() && o.pprof.empty())
       throw Error(o.file +
                   " is a JSON export: decode reads it for --folded, --svg and --pprof only; "
                   "for text, decode its stack_map_bin");
-    std::ifstream in(o.file);
-    std::stringstream text;
-    text << in.rdbuf();
     if (!o.folded.empty() || !o.svg.empty())
       write_flame_outputs(stacks_from_json(text.str(), o.file), o.folded, o.svg, title, out);
     if (!o.pprof.empty()) {

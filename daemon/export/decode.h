@@ -23,6 +23,9 @@ struct DecodeOptions {
   std::string pprof;          // --pprof FILE: labels and weights only from a JSON export
   std::optional<size_t> top;  // only the N stacks with the highest ref_count; 0: all
   OfflineSymbols symbols;     // --kallsyms, --vmlinux, --kernel-info
+  // --user-symbols-from DIR: a JSON export's user frames symbolized again
+  // from DIR/binaries (user_binaries.h) instead of the names it holds.
+  std::string user_symbols_from;
 };
 
 // Writes what `options` asks for to `out` and to its --folded/--svg files.

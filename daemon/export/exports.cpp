@@ -14,6 +14,7 @@
 
 #include "daemon/export/flamegraph.h"
 #include "daemon/export/fsmb.h"
+#include "daemon/export/user_binaries.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 
@@ -66,6 +67,9 @@ const char* counter_name(int c) {
     case SMC_TRUNCATED: return "truncated";
     case SMC_NAMES_FULL: return "names_full";
     case SMC_SENT_WHOLE: return "sent_whole";
+    case SMC_NO_USER_STACK: return "no_user_stack";
+    case SMC_USER_NOT_STORED: return "user_not_stored";
+    case SMC_USER_TRUNCATED: return "user_depth_truncated";
   }
   return "unknown";
 }
@@ -87,16 +91,62 @@ std::vector<std::pair<const char*, uint64_t>> extra_stats(const TableStats& st) 
           {"overflow_lost", st.overflow_lost}};
 }
 
+// Counters past SMC_SENT_WHOLE are --user-stacks' own: without it the
+// exports keep their lines as they were.
+int last_counter(const TableStats& st) { return st.user_stacks ? SMC_NR : SMC_SENT_WHOLE + 1; }
+
+std::vector<std::pair<const char*, uint64_t>> user_stats(const TableStats& st) {
+  if (!st.user_stacks) return {};
+  return {{"user_entries", st.user_entries},
+          {"user_stacks_truncated", st.user_stacks_truncated},
+          {"user_processes_gone", st.user_processes_gone},
+          {"user_maps_evicted", st.user_maps_evicted},
+          {"user_binaries_evicted", st.user_binaries_evicted}};
+}
+
+// --user-stacks: every user stack the breakdown names, each frame with what
+// symbolizes it anywhere (build id + file offset), and the binaries.
+json user_stacks_json(const UserStackSet& set) {
+  json binaries = json::array();
+  for (const UserBinary& b : set.binaries)
+    binaries.push_back({{"path", b.path}, {"build_id", b.build_id}});
+  json stacks = json::array();
+  for (const auto& [id, s] : set.stacks) {
+    json frames = json::array();
+    for (const UserFrame& f : s.frames) {
+      json fr{{"address", hex(f.addr)}, {"symbols", f.symbols}};
+      if (f.binary >= 0) {
+        fr["binary"] = f.binary;
+        fr["path"] = set.binaries[f.binary].path;
+        fr["build_id"] = set.binaries[f.binary].build_id;
+        fr["file_offset"] = hex(f.file_offset);
+        if (f.elf_addr) fr["elf_addr"] = hex(f.elf_addr);
+      }
+      if (!f.srcline.empty()) fr["srcline"] = f.srcline;
+      frames.push_back(std::move(fr));
+    }
+    stacks.push_back({{"user_stack_id", id},
+                      {"pid", s.pid},
+                      {"truncated", s.truncated},
+                      {"frames", std::move(frames)}});
+  }
+  return json{{"binaries", std::move(binaries)}, {"stacks", std::move(stacks)}};
+}
+
 // --by's breakdown of one stack, and its --sum/--offcpu weight.
 void add_breakdown(const Snapshot& snap, const StackRecord& s, json& out) {
   const bool weighted = !snap.weight_unit.empty();
   if (weighted) out["sum"] = s.weight;
-  if (!snap.keys_requested) return;
+  if (!snap.keys_requested && !snap.user.enabled) return;
   json by = json::array();
   for (const KeyCount& k : s.by) {
     json entry = json::object();
     if (k.other) entry["other"] = true;
-    for (KeyField f : k.other ? std::vector<KeyField>{} : snap.keys.fields) {
+    std::vector<KeyField> fields;
+    if (!k.other && snap.keys_requested) fields = snap.keys.fields;
+    if (snap.user.enabled && !k.other && k.key.ustack != kNoUserStack)
+      entry["user_stack_id"] = k.key.ustack;
+    for (KeyField f : fields) {
       const char* name = key_name(f);
       switch (f) {
         case KeyField::pid: entry[name] = k.key.pid; break;
@@ -145,10 +195,11 @@ std::string format_stat(const TableStats& st) {
   if (auto rate = st.reuse_rate_percent())
     stat_line(out, "reuse_rate", std::to_string(*rate) + "%");
   stat_line(out, "events", std::to_string(st.events()));
-  for (int c = SMC_INSERTS; c < SMC_NR; ++c)
+  for (int c = SMC_INSERTS; c < last_counter(st); ++c)
     stat_line(out, counter_name(c), std::to_string(st.counters[c]));
   stat_line(out, "pool_full", st.pool_full() ? "yes" : "no");
   for (const auto& [name, value] : extra_stats(st)) stat_line(out, name, std::to_string(value));
+  for (const auto& [name, value] : user_stats(st)) stat_line(out, name, std::to_string(value));
   return out;
 }
 
@@ -172,8 +223,9 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms) {
              {"reuse_rate", rate(st.reuse_rate_percent())},
              {"pool_full", st.pool_full()}};
   stats["events"] = st.events();
-  for (int c = SMC_INSERTS; c < SMC_NR; ++c) stats[counter_name(c)] = st.counters[c];
+  for (int c = SMC_INSERTS; c < last_counter(st); ++c) stats[counter_name(c)] = st.counters[c];
   for (const auto& [name, value] : extra_stats(st)) stats[name] = value;
+  for (const auto& [name, value] : user_stats(st)) stats[name] = value;
   json stacks = json::array();
   for (const auto& s : snap.stacks) {
     stacks.push_back(stack_json(s, ksyms));
@@ -191,6 +243,7 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms) {
     doc["keys"] = std::move(keys);
   }
   if (!snap.weight_unit.empty()) doc["weight"] = snap.weight_unit;
+  if (snap.user.enabled) doc["user_stacks"] = user_stacks_json(snap.user);
   if (!snap.kernel.release.empty())
     doc["kernel"] = {{"release", snap.kernel.release},
                      {"build_id", snap.kernel.build_id},
@@ -278,6 +331,7 @@ void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms*
   write_file_atomic(dir + "/stack_map_stat", format_stat(snap.stats), kPrivate, group);
   if (!snap.kernel.release.empty())
     write_file_atomic(dir + "/stack_map.kernel", snap.kernel.to_text(), kPrivate, group);
+  if (snap.user.enabled) save_user_binaries(dir, snap.user, group);
 }
 
 }  // namespace stackmapd

@@ -49,6 +49,53 @@ class Reader {
   const std::string& source_;
 };
 
+uint64_t hex_field(const json& j, const char* key, const Reader& r, const std::string& where) {
+  const std::string v = r.text(j, key, where);
+  try {
+    return std::stoull(v, nullptr, 16);
+  } catch (const std::exception&) {
+    r.fail(where + "." + key, "is not a hex string");
+  }
+}
+
+// --user-stacks' section (exports.cpp, user_stacks_json).
+void read_user_stacks(const json& u, UserStackSet& set, const Reader& r) {
+  set.enabled = true;
+  const json& binaries = u["binaries"];
+  for (size_t i = 0; i < binaries.size(); ++i) {
+    const std::string where = "user_stacks.binaries[" + std::to_string(i) + "]";
+    set.binaries.push_back(
+        UserBinary{r.text(binaries[i], "path", where), r.text(binaries[i], "build_id", where)});
+  }
+  const json& stacks = u["stacks"];
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    const json& s = stacks[i];
+    const std::string where = "user_stacks.stacks[" + std::to_string(i) + "]";
+    UserStack us;
+    us.pid = static_cast<uint32_t>(r.number(s, "pid", where));
+    us.truncated = s.value("truncated", false);
+    const json& frames = s["frames"];
+    for (size_t k = 0; k < frames.size(); ++k) {
+      const json& fr = frames[k];
+      const std::string at = where + ".frames[" + std::to_string(k) + "]";
+      UserFrame f;
+      f.addr = hex_field(fr, "address", r, at);
+      if (fr.contains("binary")) {
+        f.binary = static_cast<int32_t>(r.number(fr, "binary", at));
+        if (static_cast<size_t>(f.binary) >= set.binaries.size())
+          r.fail(at + ".binary", "names no binary of user_stacks.binaries");
+        f.file_offset = hex_field(fr, "file_offset", r, at);
+        if (fr.contains("elf_addr")) f.elf_addr = hex_field(fr, "elf_addr", r, at);
+      }
+      if (auto sym = fr.find("symbols"); sym != fr.end() && sym->is_array())
+        f.symbols = sym->get<std::vector<std::string>>();
+      f.srcline = fr.value("srcline", "");
+      us.frames.push_back(std::move(f));
+    }
+    set.stacks.emplace(static_cast<uint32_t>(r.number(s, "user_stack_id", where)), std::move(us));
+  }
+}
+
 KeyValues key_of(const json& e, const KeySpec& keys, const Reader& r, const std::string& where) {
   KeyValues k;
   for (KeyField f : keys.fields) {
@@ -90,6 +137,8 @@ JsonExport read(std::string_view json_text, const Reader& r) {
     snap.kernel.release = k->value("release", "");
     snap.kernel.build_id = k->value("build_id", "");
   }
+  if (auto u = doc.find("user_stacks"); u != doc.end() && u->is_object())
+    read_user_stacks(*u, snap.user, r);
   if (auto st = doc.find("stats"); st != doc.end() && st->is_object())
     snap.stats.counters[SMC_HITS] = st->value("hits", uint64_t{0});
 
@@ -118,13 +167,16 @@ JsonExport read(std::string_view json_text, const Reader& r) {
         if (std::string fn = function_of((*symbols)[k].get<std::string>()); !fn.empty())
           out.functions.emplace(value, std::move(fn));
     }
-    if (auto by = s.find("by"); snap.keys_requested && by != s.end() && by->is_array()) {
+    if (auto by = s.find("by");
+        (snap.keys_requested || snap.user.enabled) && by != s.end() && by->is_array()) {
       for (size_t k = 0; k < by->size(); ++k) {
         const json& e = (*by)[k];
         const std::string at = where + ".by[" + std::to_string(k) + "]";
         KeyCount kc;
         kc.other = e.value("other", false);
-        if (!kc.other) kc.key = key_of(e, snap.keys, r, at);
+        if (!kc.other && snap.keys_requested) kc.key = key_of(e, snap.keys, r, at);
+        if (!kc.other && snap.user.enabled)
+          kc.key.ustack = static_cast<uint32_t>(e.value("user_stack_id", uint64_t{kNoUserStack}));
         kc.count = r.number(e, "count", at);
         kc.weight = snap.weight_unit.empty() ? kc.count : r.number(e, "sum", at);
         rec.by.push_back(std::move(kc));

@@ -47,6 +47,9 @@ class StringTable {
 struct EventKey {
   uint32_t pid = 0, tid = 0, comm = 0, cgroup = 0, unit = 0;
   uint16_t source = 0, cpu = 0;
+  // --user-stacks: the event's user stack id (abi.h), always part of the key
+  // then: a stack's keys split it by the user code that reached it.
+  uint32_t ustack = 0;
   bool operator==(const EventKey&) const = default;
 };
 

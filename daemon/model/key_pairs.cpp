@@ -19,7 +19,7 @@ uint64_t hash(const PairKey& k) {
   uint64_t h = mix(0, k.stack | uint64_t{e.pid} << 32);
   h = mix(h, e.tid | uint64_t{e.comm} << 32);
   h = mix(h, e.cgroup | uint64_t{e.unit} << 32);
-  return mix(h, e.source | uint64_t{e.cpu} << 16);
+  return mix(h, e.source | uint64_t{e.cpu} << 16 | uint64_t{e.ustack} << 32);
 }
 
 }  // namespace
@@ -28,19 +28,19 @@ KeyPairs::Slot& KeyPairs::probe(const PairKey& k) {
   size_t mask = slots_.size() - 1;
   for (size_t i = hash(k) & mask;; i = (i + 1) & mask) {
     Slot& s = slots_[i];
-    if (!s.used || s.key == k) return s;
+    if (!s.used() || s.key == k) return s;
   }
 }
 
 Counts* KeyPairs::find_or_add(const PairKey& k) {
   if (!slots_.empty()) {
     Slot& s = probe(k);
-    if (s.used) return &s.counts;
+    if (s.used()) return &s.counts;
   }
   if (size_ >= max_pairs_) return nullptr;
   if ((size_ + 1) * 4 > slots_.size() * 3) grow();
   Slot& s = probe(k);
-  s = Slot{k, 1, {}};
+  s = Slot{k, {}};
   ++size_;
   return &s.counts;
 }
@@ -49,7 +49,7 @@ void KeyPairs::grow() {
   std::vector<Slot> old(std::max(kFirstSlots, slots_.size() * 2));
   old.swap(slots_);
   for (const Slot& s : old)
-    if (s.used) probe(s.key) = s;
+    if (s.used()) probe(s.key) = s;
 }
 
 void KeyPairs::clear() {

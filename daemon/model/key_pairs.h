@@ -34,7 +34,7 @@ class KeyPairs {
   template <class F>  // f(const PairKey&, const Counts&) for every pair, in no order
   void for_each(F f) const {
     for (const Slot& s : slots_)
-      if (s.used) f(s.key, s.counts);
+      if (s.used()) f(s.key, s.counts);
   }
   size_t size() const { return size_; }
   uint32_t max_pairs() const { return max_pairs_; }
@@ -43,10 +43,13 @@ class KeyPairs {
   void clear();
 
  private:
+  // A free slot's stack position: no store holds 2^32 - 1 stacks. Marking
+  // it there rather than in a flag keeps a slot 48 bytes.
+  static constexpr uint32_t kFree = ~0u;
   struct Slot {
-    PairKey key;
-    uint32_t used = 0;  // in PairKey's tail padding: a slot stays 48 bytes
+    PairKey key = PairKey{kFree, {}};
     Counts counts;
+    bool used() const { return key.stack != kFree; }
   };
   static_assert(sizeof(Slot) == 48);
 

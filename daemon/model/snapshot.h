@@ -11,6 +11,7 @@
 #include "daemon/model/attribution.h"
 #include "daemon/model/stack_record.h"
 #include "daemon/model/table_stats.h"
+#include "daemon/model/user_stack.h"
 #include "daemon/symbols/kernel_info.h"
 
 namespace stackmapd {
@@ -25,6 +26,7 @@ struct Snapshot {
   std::string weight_unit;      // of StackRecord::weight ("bytes_alloc", "ns"); empty: unweighted
   bool keys_requested = false;  // --by given: the exports show each stack's keys
   std::vector<std::string> sources;  // event sources by index (KeyValues::source names them)
+  UserStackSet user;                 // --user-stacks: the stacks KeyValues::ustack names
 };
 
 }  // namespace stackmapd

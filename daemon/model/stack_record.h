@@ -10,9 +10,13 @@ namespace stackmapd {
 
 // One key of a stack's split (--by): only the fields of the store's KeySpec
 // are meaningful, the others stay default.
+// SMT_NO_USER_STACK (abi.h): no user stack, or --user-stacks off.
+constexpr uint32_t kNoUserStack = 0xfffffffeU;
+
 struct KeyValues {
   uint32_t pid = 0, tid = 0, cpu = 0;
   std::string comm, cgroup, unit, source;
+  uint32_t ustack = kNoUserStack;  // --user-stacks: Snapshot::user_stacks' id
   bool operator==(const KeyValues&) const = default;
 };
 
@@ -31,6 +35,9 @@ struct StackRecord {
   // Its counts and weights sum to ref_count and weight. "= {}" lets the
   // records written {id, count, ips} leave it out without a warning.
   std::vector<KeyCount> by = {};
+  // --user-stacks, in a record split_by_user_stack() made: the user stack
+  // of every entry of `by` (Snapshot::user).
+  uint32_t ustack = kNoUserStack;
 };
 
 }  // namespace stackmapd

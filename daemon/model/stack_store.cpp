@@ -43,8 +43,10 @@ int compare_field(const KeyValues& a, const KeyValues& b, KeyField f) {
 
 }  // namespace
 
-StackStore::StackStore(uint32_t table_size, KeySpec keys, uint32_t max_key_pairs)
-    : keys_(std::move(keys)), mask_(mask_of(keys_)), index_(table_size, 0), pairs_(max_key_pairs) {}
+StackStore::StackStore(uint32_t table_size, KeySpec keys, uint32_t max_key_pairs, bool user_stacks)
+    : keys_(std::move(keys)), mask_(mask_of(keys_)), index_(table_size, 0), pairs_(max_key_pairs) {
+  if (user_stacks) mask_.ustack = ~0u;
+}
 
 StackStore::StackStore(const StackStore& o)
     : keys_(o.keys_),
@@ -99,6 +101,7 @@ KeyValues StackStore::values(const EventKey& k, const std::vector<std::string>& 
       case KeyField::cpu: v.cpu = k.cpu; break;
     }
   }
+  if (mask_.ustack) v.ustack = k.ustack;
   return v;
 }
 
@@ -112,7 +115,7 @@ std::vector<StackRecord> StackStore::snapshot(const std::vector<std::string>& so
     if (a.count != b.count) return a.count > b.count;
     for (KeyField f : keys_.fields)
       if (int c = compare_field(a.key, b.key, f)) return c < 0;
-    return false;
+    return a.key.ustack < b.key.ustack;
   };
   for (size_t pos = 0; pos < out.size(); ++pos) {
     std::sort(out[pos].by.begin(), out[pos].by.end(), before);

@@ -31,8 +31,9 @@ class StackStore {
   // MemoryPerKeyPair): 64.1 bytes a pair at the cap; 128 just after a doubling.
   static constexpr uint32_t kDefaultMaxKeyPairs = 49152;
 
+  // user_stacks: every pair is also split by its user stack (EventKey::ustack).
   explicit StackStore(uint32_t table_size, KeySpec keys = KeySpec{{KeyField::pid, KeyField::comm}},
-                      uint32_t max_key_pairs = kDefaultMaxKeyPairs);
+                      uint32_t max_key_pairs = kDefaultMaxKeyPairs, bool user_stacks = false);
   // A copy to count more into without touching this one (a snapshot's).
   StackStore(const StackStore& o);
   StackStore& operator=(const StackStore&) = delete;
@@ -88,10 +89,10 @@ class StackStore {
 
  private:
   EventKey masked(const EventKey& k) const {
-    return EventKey{k.pid & mask_.pid,          k.tid & mask_.tid,
-                    k.comm & mask_.comm,        k.cgroup & mask_.cgroup,
-                    k.unit & mask_.unit,        uint16_t(k.source & mask_.source),
-                    uint16_t(k.cpu & mask_.cpu)};
+    return EventKey{k.pid & mask_.pid,           k.tid & mask_.tid,
+                    k.comm & mask_.comm,         k.cgroup & mask_.cgroup,
+                    k.unit & mask_.unit,         uint16_t(k.source & mask_.source),
+                    uint16_t(k.cpu & mask_.cpu), k.ustack & mask_.ustack};
   }
   void look_up(const PairKey& k);  // points last_ at k's counts, or its stack's `other`
   KeyValues values(const EventKey& k, const std::vector<std::string>& sources) const;

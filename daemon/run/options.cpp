@@ -52,6 +52,9 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
   shown(app.add_flag("--offcpu", o.offcpu,
                      "Record the kernel stack where threads block (sched_switch), weighted by "
                      "the time until they run again, like offcputime"));
+  shown(app.add_flag("--user-stacks", o.user_stacks,
+                     "Record each event's user stack too (frame pointers; most of Debian's "
+                     "libraries have none, so stacks stop there), symbolized per process"));
   app.add_option("--min-block-us", o.min_block_us,
                  "With --offcpu: leave out blocks shorter than this (default 1)");
   shown(app.add_option("--max-keys", o.max_keys,
@@ -90,6 +93,11 @@ SessionConfig SessionOptions::session_config() const {
         std::to_string(StackStore::kDefaultMaxKeyPairs) + ")");
   s.max_key_pairs = max_keys;
   s.sum_field = sum;
+  s.user_stacks = user_stacks;
+  if (user_stacks && !pinned.empty())
+    throw Error(
+        "--user-stacks needs stackmapd's own BPF object (the pinned one has no user stack "
+        "table); drop --pinned or --user-stacks");
   if (offcpu) {
     if (profile_hz)
       throw Error(

@@ -32,6 +32,7 @@ struct SessionOptions {
   std::string by;      // --by KEYS
   std::string sum;     // --sum FIELD
   bool offcpu = false;
+  bool user_stacks = false;
   std::optional<uint32_t> min_block_us;
   uint32_t max_keys = StackStore::kDefaultMaxKeyPairs;
 

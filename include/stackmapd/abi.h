@@ -82,6 +82,10 @@ enum smt_counter {
 	SMC_TRUNCATED,	/* stack deeper than SMT_MAX_DEPTH: its innermost frames kept */
 	SMC_NAMES_FULL, /* thread name not kept: SMT_MAX_NAMES names seen already */
 	SMC_SENT_WHOLE, /* a table drop whose frames went to the daemon instead */
+	/* --user-stacks, facts about the event's user stack (user_stack_id): */
+	SMC_NO_USER_STACK,   /* none: a kernel thread, or no user frame readable */
+	SMC_USER_NOT_STORED, /* the user table could not take it (SMT_NO_STACK_ID) */
+	SMC_USER_TRUNCATED,  /* deeper than SMT_MAX_USER_DEPTH: innermost frames kept */
 	SMC_NR,
 };
 
@@ -107,7 +111,34 @@ struct smt_daemon_state {
 struct smt_globals {
 	struct smt_shared shared;
 	struct smt_daemon_state daemon_state;
+	/* --user-stacks: the user stack table's own state (same table code, its
+	 * own slots and pool: uslots, upool). */
+	struct smt_shared user_shared;
 };
+
+/*
+ * --user-stacks: user stacks go in a second table of the same layout and
+ * code (stack_table.h). A user address means something only within one
+ * address space, so every stored user stack ends with one marker frame
+ * naming its process: equal addresses in two processes are two stacks, and
+ * the frame comparison that confirms every match tells them apart. User
+ * addresses never have the top 16 bits set, so a marker is never a frame.
+ * The marker holds the tgid and the low 16 bits of the task's exec count
+ * (task_struct.self_exec_id), so an exec'd image rarely shares stacks with
+ * the one before.
+ */
+#define SMT_USER_MARKER_TAG 0xffff000000000000ULL
+#define SMT_USER_MARKER(tgid, exec_id) \
+	(SMT_USER_MARKER_TAG | (__u64)((exec_id)&0xffff) << 32 | (__u32)(tgid))
+#define SMT_USER_MARKER_TGID(m) ((__u32)(m))
+#define SMT_USER_MARKER_EXEC(m) ((__u32)((m) >> 32) & 0xffff)
+#define SMT_IS_USER_MARKER(m) (((m)&SMT_USER_MARKER_TAG) == SMT_USER_MARKER_TAG)
+/* User frames kept: one element slot is the marker's. */
+#define SMT_MAX_USER_DEPTH (SMT_MAX_DEPTH - 1)
+/* user_stack_id of an event without a user stack (a kernel thread, no user
+ * frame readable, --user-stacks off); SMT_NO_STACK_ID: one the table could
+ * not take. Both counted (SMC_NO_USER_STACK, SMC_USER_NOT_STORED). */
+#define SMT_NO_USER_STACK 0xfffffffeU
 
 /* Leading frames of the tracing machinery (__traceiter_<event>, which a
  * tracepoint calls its probes through once another kind of probe shares
@@ -140,6 +171,7 @@ struct smt_config {
 	/* --by cgroup/unit: send cgroup ids; off, kernels without cgroups load us */
 	__u32 cgroup_ids;
 	__u32 strip_nr;
+	__u32 user_stacks; /* --user-stacks: capture user stacks too */
 	__u32 reserved;
 	struct smt_text_range strip[SMT_MAX_STRIP];
 };
@@ -197,6 +229,8 @@ struct smt_event_record {
 	__u32 name;	 /* thread name id, announced by an smt_name_record; 0: none */
 	__u16 source;	 /* index into the session's sources */
 	__u16 cpu;
+	__u32 user_stack_id; /* --user-stacks: its id in the user table, else SMT_NO_USER_STACK */
+	__u32 reserved;
 };
 
 /* Events of one key counted together: what a batch entry sends the ring when
@@ -293,8 +327,8 @@ struct smt_trace_record {
 };
 
 /* A trace record goes with the raw bytes its event has, no more: its size
- * in the ring is the header and raw_len rounded up to 8 (56..312 bytes). */
-#define SMT_TRACE_HEADER 56U
+ * in the ring is the header and raw_len rounded up to 8 (64..320 bytes). */
+#define SMT_TRACE_HEADER 64U
 #define SMT_TRACE_SIZE(raw_len) (SMT_TRACE_HEADER + (((raw_len) + 7U) & ~7U))
 
 /* --offcpu: a switched-out thread, until it runs again (keyed by tid). */
@@ -308,6 +342,8 @@ struct smt_offcpu_start {
 	__u16 cpu;
 	__u16 source;
 	__u32 inserted; /* the switch-out stored the stack for the first time */
+	__u32 user_stack_id;
+	__u32 reserved;
 };
 
 /* Threads --offcpu can follow at once; more are counted in drop_offcpu_full. */
@@ -343,13 +379,13 @@ struct smt_stack_record {
 #endif
 SMT_STATIC_ASSERT(sizeof(struct smt_slot) == 8, "slot layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_elt) == 16 + 8 * SMT_MAX_DEPTH, "elt layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_event_record) == 40, "event layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_event_record) == 48, "event layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_name_record) == 24, "name layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_stack_record) == 56 + 8 * SMT_MAX_DEPTH, "stack layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_count_record) == 48, "count layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_stack_record) == 64 + 8 * SMT_MAX_DEPTH, "stack layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_count_record) == 56, "count layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_trace_record) == SMT_TRACE_HEADER + SMT_TRACE_RAW_MAX,
 		  "trace layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_offcpu_start) == 40, "offcpu layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_config) == 56 + 16 * SMT_MAX_STRIP, "config layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_offcpu_start) == 48, "offcpu layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_config) == 64 + 16 * SMT_MAX_STRIP, "config layout");
 
 #endif /* STACKMAPD_ABI_H */

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/bpf/user_table.h"
+
+#include <bpf/bpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "daemon/sys/error.h"
+
+#define SMT_TABLE_READER_ONLY
+#include "stackmapd/stack_table.h"
+
+namespace stackmapd {
+
+namespace {
+
+Mapping map_whole(int fd, size_t bytes, int prot, const char* what) {
+  const long page = sysconf(_SC_PAGESIZE);
+  return Mapping(fd, (bytes + page - 1) / page * page, prot, 0,
+                 std::string("BPF map ") + what + " (the user stack table)");
+}
+
+}  // namespace
+
+UserTable::UserTable(const BpfObject& object)
+    : enabled_(object.user_stacks()),
+      bits_(object.bits()),
+      shared_(&object.globals()->user_shared) {
+  if (!enabled_) return;
+  slots_ = map_whole(object.uslots_fd(), sizeof(smt_slot) * table_size(), PROT_READ | PROT_WRITE,
+                     "uslots");
+  pool_ = map_whole(object.upool_fd(), sizeof(smt_elt) * (1u << bits_), PROT_READ, "upool");
+}
+
+std::optional<UserStackIps> UserTable::stack(uint32_t id) const {
+  if (!enabled_) return std::nullopt;
+  const smt_elt* e =
+      smt_published_elt(slots_.as<const smt_slot>(), pool_.as<const smt_elt>(), bits_, id);
+  // Every stored user stack ends in its marker (abi.h).
+  if (!e || !SMT_IS_USER_MARKER(e->ips[e->nr - 1])) return std::nullopt;
+  UserStackIps s;
+  s.pid = SMT_USER_MARKER_TGID(e->ips[e->nr - 1]);
+  s.exec_id = SMT_USER_MARKER_EXEC(e->ips[e->nr - 1]);
+  s.ips.assign(e->ips, e->ips + e->nr - 1);
+  return s;
+}
+
+void UserTable::clear(uint32_t seed) const {
+  if (!enabled_) return;
+  std::memset(slots_.get(), 0, sizeof(smt_slot) * table_size());
+  *shared_ = smt_shared{};
+  __atomic_store_n(&shared_->hash_seed, seed, __ATOMIC_SEQ_CST);
+}
+
+uint32_t UserTable::entries() const {
+  const uint32_t n = __atomic_load_n(&shared_->next_elt, __ATOMIC_RELAXED);
+  return n < (1u << bits_) ? n : 1u << bits_;
+}
+
+}  // namespace stackmapd

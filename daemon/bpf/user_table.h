@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: GPL-2.0
+// --user-stacks: the daemon's view of the user stack table (abi.h,
+// SMT_USER_MARKER), the kernel table's twin: the same layout and reader code
+// (stack_table.h), its own slots and pool mmapped and its own smt_shared.
+// Its stacks carry the process they belong to in their marker frame.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "daemon/bpf/bpf_object.h"
+#include "daemon/sys/mapping.h"
+#include "stackmapd/abi.h"
+
+namespace stackmapd {
+
+// A user stack as the table holds it.
+struct UserStackIps {
+  uint32_t pid = 0;           // tgid, from the marker
+  uint32_t exec_id = 0;       // low bits of the task's exec count (0: unknown)
+  std::vector<uint64_t> ips;  // user frames, innermost first, marker removed
+};
+
+class UserTable {
+ public:
+  // Maps the user table of `object`; empty (enabled() false) without --user-stacks.
+  explicit UserTable(const BpfObject& object);
+
+  bool enabled() const { return enabled_; }
+  // The published stack of slot `id`; nullopt while it has none.
+  std::optional<UserStackIps> stack(uint32_t id) const;
+  uint32_t table_size() const { return 2u << bits_; }
+  // A clean table with a fresh seed: at session start, take-over and reset,
+  // while no program can write it.
+  void clear(uint32_t seed) const;
+  uint32_t entries() const;
+
+ private:
+  bool enabled_;
+  uint32_t bits_;
+  smt_shared* shared_;
+  Mapping slots_;  // read-write: written only by clear()
+  Mapping pool_;   // read only
+};
+
+}  // namespace stackmapd

@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: GPL-2.0
+// --user-stacks off the machine: an export directory keeps a copy of every
+// binary its user stacks name, as binaries/BUILD_ID (and binaries/index:
+// "BUILD_ID PATH" lines), so `decode stack_map.json --user-symbols-from DIR`
+// symbolizes them after the processes and even the files are gone. A binary
+// is copied once per directory (its build id names its content).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "daemon/model/user_stack.h"
+
+namespace stackmapd {
+
+// Copies the binaries of `set` not yet in DIR/binaries; a binary without a
+// build id, or unreadable, is skipped (its frames keep the symbols found live).
+void save_user_binaries(const std::string& dir, const UserStackSet& set, gid_t group);
+
+// Symbolizes every frame of `set` again from DIR/binaries/BUILD_ID alone;
+// frames whose binary is not there become unresolved ([binary]+0xoff).
+// Throws Error when DIR has no binaries/ directory.
+void resymbolize_user_stacks(UserStackSet& set, const std::string& dir);
+
+}  // namespace stackmapd

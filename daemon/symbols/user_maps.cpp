@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/symbols/user_maps.h"
+
+#include <elfutils/libdwelf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include "daemon/sys/unique_fd.h"
+
+namespace stackmapd {
+
+namespace {
+
+std::string to_hex(const unsigned char* p, size_t n) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out += digits[p[i] >> 4];
+    out += digits[p[i] & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string elf_build_id(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return "";
+  elf_version(EV_CURRENT);
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr);  // owned here, ended below
+  if (!elf) return "";
+  const void* id = nullptr;
+  const ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
+  std::string out = n > 0 ? to_hex(static_cast<const unsigned char*>(id), n) : "";
+  elf_end(elf);
+  return out;
+}
+
+ProcessMaps ProcessMaps::parse(const std::string& text) {
+  ProcessMaps m;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    uint64_t start, end, pgoff;
+    char perms[8] = {};
+    int path_at = -1;
+    if (sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*u %n", &start, &end,
+               perms, &pgoff, &path_at) < 4 ||
+        path_at < 0)
+      continue;
+    // Only code: a return address lies in an executable mapping.
+    if (perms[2] != 'x') continue;
+    std::string path = line.substr(path_at);
+    if (path.empty() || path[0] == '[') continue;  // [vdso], anonymous (JIT) code
+    m.files_.push_back(MappedFile{start, end, pgoff, path, "", ""});
+  }
+  std::sort(m.files_.begin(), m.files_.end(),
+            [](const MappedFile& a, const MappedFile& b) { return a.start < b.start; });
+  return m;
+}
+
+std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& proc) {
+  const std::string dir = proc + "/" + std::to_string(pid);
+  std::ifstream f(dir + "/maps");
+  if (!f) return std::nullopt;
+  std::stringstream text;
+  text << f.rdbuf();
+  ProcessMaps m = parse(text.str());
+  // One build id per file, however many mappings it has.
+  std::unordered_map<std::string, std::string> ids;
+  for (MappedFile& file : m.files_) {
+    char range[64];
+    snprintf(range, sizeof(range), "%" PRIx64 "-%" PRIx64, file.start, file.end);
+    file.open_path = dir + "/map_files/" + range;
+    auto it = ids.find(file.path);
+    if (it == ids.end()) it = ids.emplace(file.path, elf_build_id(file.open_path)).first;
+    file.build_id = it->second;
+  }
+  return m;
+}
+
+const MappedFile* ProcessMaps::find(uint64_t addr) const {
+  auto it = std::upper_bound(files_.begin(), files_.end(), addr,
+                             [](uint64_t a, const MappedFile& f) { return a < f.start; });
+  if (it == files_.begin()) return nullptr;
+  --it;
+  return addr < it->end ? &*it : nullptr;
+}
+
+}  // namespace stackmapd

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: GPL-2.0
+// --user-stacks: a process's file mappings (/proc/PID/maps) with each file's
+// build id, read while the process lives, so that a user address becomes
+// (binary, file offset): what symbolizes it after the process is gone.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stackmapd {
+
+struct MappedFile {
+  uint64_t start = 0, end = 0, pgoff = 0;
+  std::string path;      // as in /proc/PID/maps
+  std::string build_id;  // hex, empty if none
+  // Where the daemon can open the file while the process lives
+  // (/proc/PID/map_files/..., which works for deleted files and other
+  // mount namespaces too).
+  std::string open_path;
+};
+
+class ProcessMaps {
+ public:
+  // The executable mappings of `pid`; nullopt when the process is gone.
+  // `proc` is the proc filesystem's root (tests pass another).
+  static std::optional<ProcessMaps> read(uint32_t pid, const std::string& proc = "/proc");
+  // Parses the text of a maps file (no build ids: open_path is left empty).
+  static ProcessMaps parse(const std::string& text);
+
+  const MappedFile* find(uint64_t addr) const;
+  const std::vector<MappedFile>& files() const { return files_; }
+
+ private:
+  std::vector<MappedFile> files_;  // sorted by start
+};
+
+// The GNU build id of the ELF file at `path`, in hex; empty if it has none
+// or is no ELF file.
+std::string elf_build_id(const std::string& path);
+
+}  // namespace stackmapd

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: GPL-2.0
+// --user-stacks' mappings and frame names (daemon/symbols/user_maps.h,
+// daemon/model/user_stack.h), and the symbolizer against this test binary.
+#include "daemon/symbols/user_maps.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "daemon/model/user_stack.h"
+#include "daemon/symbols/user_symbolizer.h"
+
+namespace stackmapd {
+namespace {
+
+TEST(UserMaps, KeepsExecutableFileMappingsSorted) {
+  const ProcessMaps m = ProcessMaps::parse(
+      "7f0000002000-7f0000003000 r-xp 00002000 08:01 12 /usr/lib/libc.so.6\n"
+      "555555554000-555555555000 r--p 00000000 08:01 11 /usr/bin/prog\n"
+      "555555555000-555555556000 r-xp 00001000 08:01 11 /usr/bin/prog\n"
+      "7ffff7fc1000-7ffff7fc3000 r-xp 00000000 00:00 0 [vdso]\n"
+      "7f0000010000-7f0000011000 rwxp 00000000 00:00 0 \n");
+  ASSERT_EQ(m.files().size(), 2u);
+  EXPECT_EQ(m.files()[0].path, "/usr/bin/prog");
+  const MappedFile* f = m.find(0x555555555123);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(0x555555555123 - f->start + f->pgoff, 0x1123u) << "the file offset";
+  EXPECT_EQ(m.find(0x555555554100), nullptr) << "not executable";
+  EXPECT_EQ(m.find(0x7ffff7fc1100), nullptr) << "[vdso] has no file";
+  EXPECT_NE(m.find(0x7f0000002fff), nullptr);
+  EXPECT_EQ(m.find(0x7f0000003000), nullptr) << "end is exclusive";
+}
+
+TEST(UserMaps, ReadsThisProcessWithBuildIds) {
+  auto m = ProcessMaps::read(getpid());
+  ASSERT_TRUE(m);
+  const MappedFile* self = m->find(reinterpret_cast<uint64_t>(&getpid));
+  ASSERT_NE(self, nullptr) << "libc's getpid is in a file mapping";
+  EXPECT_EQ(self->build_id.size(), 40u) << "Debian's libc has a 20-byte GNU build id";
+  EXPECT_EQ(elf_build_id(self->path), self->build_id);
+}
+
+__attribute__((noinline)) int user_maps_test_marker_function() { return 42; }
+
+TEST(UserSymbolizer, NamesAFunctionOfThisBinaryByFileOffset) {
+  auto m = ProcessMaps::read(getpid());
+  ASSERT_TRUE(m);
+  const uint64_t addr = reinterpret_cast<uint64_t>(&user_maps_test_marker_function) + 1;
+  const MappedFile* f = m->find(addr);
+  ASSERT_NE(f, nullptr);
+  UserSymbolizer sym(1);
+  const auto r = sym.resolve(f->build_id, f->open_path, addr - f->start + f->pgoff, false);
+  ASSERT_FALSE(r.symbols.empty());
+  EXPECT_EQ(r.symbols.back(),
+            "stackmapd::(anonymous namespace)::user_maps_test_marker_function()+0x1");
+  // A second binary past the cap of 1 closes the first, counted.
+  const MappedFile* libc = m->find(reinterpret_cast<uint64_t>(&getpid));
+  ASSERT_NE(libc, nullptr);
+  sym.resolve(libc->build_id, libc->open_path,
+              reinterpret_cast<uint64_t>(&getpid) - libc->start + libc->pgoff, false);
+  EXPECT_EQ(sym.evictions(), 1u);
+  EXPECT_EQ(sym.open_binaries(), 1u);
+}
+
+TEST(UserStack, FrameNamesAsPerfPrintsThem) {
+  UserStackSet set;
+  set.binaries.push_back({"/usr/bin/prog", "ab"});
+  UserFrame resolved{0x1000, 0, 0x1000, 0x1000, {"inner", "outer+0x10"}, ""};
+  EXPECT_EQ(user_frame_names(set, resolved, true),
+            (std::vector<std::string>{"inner (inlined) (prog)", "outer+0x10 (prog)"}));
+  EXPECT_EQ(user_frame_names(set, resolved, false),
+            (std::vector<std::string>{"inner (inlined)", "outer"}));
+  UserFrame unresolved{0x2000, 0, 0x1fff, 0, {}, ""};
+  EXPECT_EQ(user_frame_names(set, unresolved, true), std::vector<std::string>{"[prog]+0x1fff"});
+  UserFrame anonymous{0x7f00deadbeef, -1, 0, 0, {}, ""};
+  EXPECT_EQ(user_frame_names(set, anonymous, true), std::vector<std::string>{"0x7f00deadbeef"});
+}
+
+}  // namespace
+}  // namespace stackmapd

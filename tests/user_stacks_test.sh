@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# --user-stacks end to end (issue 17), as root on this kernel, with
+# tests/workloads/ustack_workload.c (frame pointers kept): its every
+# newfstatat comes from main -> ustack_level_one -> ustack_level_two ->
+# ustack_level_three, so each of its kmem:kmem_cache_alloc stacks must show
+#   1. in --top: the kernel frames, then exactly those three functions, in
+#      order (innermost first), then main;
+#   2. in --folded: root first the process key, main, one, two, three, then
+#      the kernel frames;
+#   3. in stack_map.json: per frame the address, build id, file offset and
+#      binary path, and the symbol binutils' addr2line gives for the same
+#      offset (-1 for a return address) of the same file;
+#   4. all of it again offline, after the workload exited and its binary was
+#      deleted: decode stack_map.json --user-symbols-from DIR;
+#   5. without --user-stacks: stat and JSON carry none of its fields;
+#   6. bad input: --user-symbols-from a directory without binaries/.
+#   user_stacks_test.sh STACKMAPD USTACK_WORKLOAD PYTHON
+set -u
+BIN=$1
+WORKLOAD_SRC=$2
+PY=${3:-python3}
+
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+wpid=
+cleanup() {
+  [ -n "$wpid" ] && kill "$wpid" 2> /dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+source "$(dirname "$0")/check_lib.sh"
+
+# A copy under a name of its own, deleted before the offline decode.
+W=$tmp/ustack_copy
+cp "$WORKLOAD_SRC" "$W"
+"$W" 30 > "$tmp/w.out" &
+wpid=$!
+for _ in $(seq 100); do grep -q ready "$tmp/w.out" 2> /dev/null && break; sleep 0.05; done
+
+out=$tmp/out
+timeout 30 "$BIN" --user-stacks --pid $wpid -e kmem:kmem_cache_alloc --by comm --duration 2 \
+  --top 3 --folded "$tmp/live.folded" --output "$out" > "$tmp/live.top" 2> "$tmp/live.err"
+rc=$?
+check "a --user-stacks session runs (rc $rc: $(tail -1 "$tmp/live.err"))" '[ $rc -eq 0 ]'
+
+# The user frames under the heaviest stack, function names only.
+top_user_functions() {  # top_user_functions TOP_FILE
+  awk '/^#1 /{on=1; next} /^#2 /{on=0} on && /\(ustack_copy\)|\(libc/ {print $1}' "$1" |
+    sed 's/+0x.*//' | tr '\n' ' '
+}
+for mode in live offline; do
+  if [ $mode = offline ]; then
+    kill $wpid 2> /dev/null
+    wait $wpid 2> /dev/null
+    wpid=
+    rm -f "$W"
+    timeout 30 "$BIN" decode "$out/stack_map.json" --user-symbols-from "$out" --top 3 \
+      > "$tmp/offline.top" 2> "$tmp/offline.err"
+    rc=$?
+    check "offline decode --top runs after the process and its binary are gone (rc $rc)" '[ $rc -eq 0 ]'
+    timeout 30 "$BIN" decode "$out/stack_map.json" --user-symbols-from "$out" \
+      --folded "$tmp/offline.folded" > /dev/null 2>> "$tmp/offline.err"
+  fi
+  fns=$(top_user_functions "$tmp/$mode.top")
+  check "$mode --top: three functions in order, then main ($fns)" \
+    '[[ "$fns" == "ustack_level_three ustack_level_two ustack_level_one main "* ]]'
+  check "$mode --top: the user frames come after the kernel frames" \
+    'awk "/^#1 /{on=1;next} on&&/getname|newfstatat/{k=NR} on&&/ustack_level_three/{u=NR;exit} END{exit !(k && u > k)}" "$tmp/$mode.top"'
+  check "$mode --top: the user stack names its binary" 'grep -q "ustack_level_two+0x[0-9a-f]* (ustack_copy)" "$tmp/$mode.top"'
+  line=$(grep ustack_level_three "$tmp/$mode.folded" | sort -t' ' -k2 -n | tail -1)
+  check "$mode folded: process; main; one; two; three; kernel frames ($line)" \
+    '[[ "$line" == ustack_copy\;*main\;ustack_level_one\;ustack_level_two\;ustack_level_three\;*getname* ]]'
+done
+
+# JSON: what symbolizes a frame anywhere, cross-checked with addr2line on
+# the same file (the copy the export keeps) at the same offsets.
+"$PY" - "$out" > "$tmp/frames" << 'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1] + "/stack_map.json"))
+u = d["user_stacks"]
+ids = {e["user_stack_id"] for s in d["stacks"] for e in s.get("by", []) if "user_stack_id" in e}
+for us in u["stacks"]:
+    if us["user_stack_id"] not in ids:
+        continue
+    for i, f in enumerate(us["frames"]):
+        if "ustack_copy" not in f.get("path", ""):
+            continue
+        print(i, f["address"], f["build_id"], f["file_offset"], f.get("elf_addr", "-"), f["path"],
+              f["symbols"][-1].split("+")[0] if f["symbols"] else "-")
+PYEOF
+check "JSON: user frames with address, build id, file offset and path" '[ "$(wc -l < "$tmp/frames")" -ge 4 ]'
+mismatch=0
+checked=0
+while read -r idx addr build_id off elf_addr path sym; do
+  copy=$out/binaries/$build_id
+  [ -f "$copy" ] || { mismatch=$((mismatch + 1)); continue; }
+  # addr2line takes the address in the ELF's layout: the offset's PT_LOAD.
+  at=$(( elf_addr ))
+  [ "$idx" -gt 0 ] && at=$(( at - 1 ))  # a return address: the call is before it
+  want=$(addr2line -f -e "$copy" $(printf '0x%x' $at) | head -1)
+  checked=$((checked + 1))
+  [ "$want" = "$sym" ] || { echo "  frame $idx: addr2line says $want, stackmapd $sym"; mismatch=$((mismatch + 1)); }
+done < "$tmp/frames"
+check "JSON: $checked frames' symbols equal addr2line's at their offsets" '[ $checked -ge 4 ] && [ $mismatch -eq 0 ]'
+check "JSON: elf_addr is the file offset mapped through the binary's PT_LOAD" \
+  '"$PY" -c "
+import sys
+for l in open(sys.argv[1]):
+    i, a, b, off, ea, p, s = l.split()
+    assert ea != \"-\"
+" "$tmp/frames"'
+check "stat counts the user stacks" '[ "$(stat_of user_entries "$out/stack_map_stat")" -ge 1 ]'
+
+# Without --user-stacks nothing of it shows.
+timeout 30 "$BIN" -e kmem:kmem_cache_alloc --duration 1 --output "$tmp/plain" 2> "$tmp/plain.err"
+check "without --user-stacks: no user lines in stack_map_stat" '! grep -q user "$tmp/plain/stack_map_stat"'
+check "without --user-stacks: no user_stacks in the JSON, no binaries/" \
+  '! grep -q user_stack "$tmp/plain/stack_map.json" && [ ! -e "$tmp/plain/binaries" ]'
+
+# Bad input: one line naming the problem.
+mkdir -p "$tmp/empty"
+expect_error "no binaries/ directory" "$BIN" decode "$out/stack_map.json" --user-symbols-from "$tmp/empty"
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
