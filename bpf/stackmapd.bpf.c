@@ -501,43 +501,12 @@ static __always_inline __u32 cut_machinery(const volatile struct smt_config *cfg
 
 /* Captures the current stack into buf and finds or inserts it. Returns the
  * drop counter of an event that ends here, or SMC_HITS. */
-/* The recent stack its frames would be, chosen by the frames that tell one
- * caller of the traced code from another (frame 0 is the traced code). */
-static __always_inline struct smt_recent *recent_of(struct smt_batch *b,
-						    const struct stack_buf *buf, __u32 nr)
-{
-	__u64 mix = buf->ips[1] ^ buf->ips[2] >> 7 ^ buf->ips[3] >> 13;
-
-	if (nr < 4)
-		return NULL;
-	return &b->recent[(mix * 0x9e3779b97f4a7c15ULL) >> (64 - SMT_RECENT_BITS)];
-}
-
-static __always_inline int found_recently(struct smt_recent *r, __u32 epoch,
-					  const struct stack_buf *buf, __u32 nr,
-					  struct smt_probe *p)
-{
-	__u32 elt = r->elt - 1;
-	struct smt_elt *e;
-
-	if (!r->elt || r->epoch != epoch)
-		return 0;
-	e = smt_elt_at(NULL, elt);
-	if (!e || !smt_frames_equal(e, buf->ips, nr))
-		return 0;
-	p->status = SMT_FOUND;
-	p->idx = r->stack;
-	p->nr = nr;
-	return 1;
-}
-
 static __always_inline enum smt_counter capture(void *ctx, const volatile struct smt_config *cfg,
-						struct smt_globals *g, struct smt_batch *b,
-						__u32 epoch, struct stack_buf *buf, __u32 skip,
-						struct event_facts *f, struct smt_probe *p)
+						struct smt_globals *g, struct stack_buf *buf,
+						__u32 skip, struct event_facts *f,
+						struct smt_probe *p)
 {
 	long len = bpf_get_stack(ctx, buf->ips, sizeof(buf->ips), skip & BPF_F_SKIP_FIELD_MASK);
-	struct smt_recent *r;
 	__u32 nr;
 
 	p->status = SMT_PROBING;
@@ -550,19 +519,11 @@ static __always_inline enum smt_counter capture(void *ctx, const volatile struct
 		nr = SMT_MAX_DEPTH;
 		f->truncated = 1;
 	}
-	r = recent_of(b, buf, nr);
-	if (r && found_recently(r, epoch, buf, nr, p))
-		return SMC_HITS;
 	smt_probe_init(p, &g->shared, buf->ips, nr, cfg->table_bits, g->shared.hash_seed);
 	probe_table(p);
 	smt_probe_finish(p);
 	if (p->status != SMT_FOUND && p->status != SMT_INSERTED)
 		return drop_counter(p->status);
-	if (r) {
-		r->epoch = epoch;
-		r->stack = p->idx;
-		r->elt = p->elt + 1;
-	}
 	return SMC_HITS;
 }
 
@@ -823,7 +784,7 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 	if (state & SMT_STATE_RESETTING)
 		outcome = SMC_DROP_RESETTING;
 	else
-		outcome = capture(ctx, cfg, g, b, epoch, buf, skip, &f, &p);
+		outcome = capture(ctx, cfg, g, buf, skip, &f, &p);
 	fill_event(cfg, &e, p.idx, epoch, name, SMT_COOKIE_SOURCE(cookie),
 		   event_weight(ctx, cookie));
 	if (cfg->user_stacks && !(state & SMT_STATE_RESETTING)) {
@@ -1083,7 +1044,7 @@ static __always_inline void switch_out(void *ctx, const volatile struct smt_conf
 	}
 	/* A block's weight is only known at its end, when its frames are
 	 * gone: a stack the table cannot take is a drop here. */
-	outcome = capture(ctx, cfg, g, b, epoch, buf, 0, &f, &p);
+	outcome = capture(ctx, cfg, g, buf, 0, &f, &p);
 	if (outcome == SMC_HITS) {
 		s.ts_ns = now;
 		s.cgroup_id = cgroup_id(cfg);

@@ -78,6 +78,7 @@ PKGS="linux-source-6.12 qemu-system-x86 busybox-static build-essential bc flex b
       libssl-dev libelf-dev dwarves cpio ccache xz-utils gzip patch python3 kmod file
       python3-ply python3-git
       cmake pkg-config clang llvm libbpf-dev bpftool zlib1g-dev libsystemd-dev
+      libdw-dev libbz2-dev liblzma-dev
       libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev"
 if [ $deps = 1 ]; then
 	missing=""

@@ -8,7 +8,10 @@ set -u
 SRC=$1
 BIN=$2
 PY=${3:-python3}
-ROOTFS=${STACKMAPD_ROOTFS:-/var/cache/stackmapd-test/rootfs}
+# The daemon's shared libraries' packages; the cached rootfs is named after
+# them, so a new library builds a new one.
+PACKAGES=systemd,systemd-sysv,dbus,libbpf1,libspdlog1.10,libelf1,libdw1,libsystemd0
+ROOTFS=${STACKMAPD_ROOTFS:-/var/cache/stackmapd-test/rootfs-$(md5sum <<< "$PACKAGES" | cut -c1-8)}
 MIRROR=${STACKMAPD_MIRROR:-$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 
@@ -21,7 +24,7 @@ if [ ! -x "$ROOTFS/lib/systemd/systemd" ]; then
   rm -rf "$ROOTFS.tmp"
   mkdir -p "$(dirname "$ROOTFS")"
   debootstrap --variant=minbase \
-    --include=systemd,systemd-sysv,dbus,libbpf1,libspdlog1.10,libelf1,libsystemd0 \
+    --include="$PACKAGES" \
     bookworm "$ROOTFS.tmp" "$MIRROR" > /tmp/stackmapd-debootstrap.log 2>&1 ||
     die "debootstrap failed: see /tmp/stackmapd-debootstrap.log"
   mv "$ROOTFS.tmp" "$ROOTFS"
