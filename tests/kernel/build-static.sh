@@ -19,5 +19,5 @@ find "$root/daemon" -name '*.cpp' | xargs -P "$(nproc)" -I{} sh -c \
 ar rcs "$out/libdaemon.a" "$out"/obj/*.o
 # shellcheck disable=SC2086
 g++ $flags -Wall -Wextra -static "$root/tests/kernel/tracefs_check.cpp" \
-	"$out/libdaemon.a" -lbpf -lelf -lz -pthread \
+	"$out/libdaemon.a" -lbpf -ldw -lelf -lz -lbz2 -llzma -pthread \
 	-o "$out/stackmapd-tracefs-check"
