@@ -4,6 +4,7 @@
 // runs), `decode` for FSMB files, and `unpin` for uninstalling. Thin: the
 // session's options are declared once in daemon/run/options.h (shared with
 // the daemon and its config file); the work is in the library.
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -157,6 +158,11 @@ int run_ctl(const std::vector<std::string>& words, const std::string& socket) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Blocks of 128 KiB and more (kallsyms' table, an export's buffers) are
+  // mmapped and go back to the kernel when freed. glibc's default raises that
+  // threshold after each such free, so setup's transient blocks would stay in
+  // the heap for the daemon's lifetime: ~10 MB of its resident memory.
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);
   setup_logging();
   bool verbose = false;
 

@@ -102,6 +102,39 @@ TEST_F(BpfSessionTest, EveryIdResolvesAndCountsAgree) {
   }
 }
 
+// Bytes of BPF maps this process has resident (its mmaps of them).
+uint64_t resident_bpf_map_bytes() {
+  FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (!f) return 0;
+  char line[512];
+  bool bpf_map = false;
+  uint64_t kb = 0;
+  while (std::fgets(line, sizeof(line), f)) {
+    unsigned long long n = 0;
+    if (std::strchr(line, '-') && std::strchr(line, '-') < std::strchr(line, ' '))
+      bpf_map = std::strstr(line, "anon_inode:bpf-map") != nullptr;
+    else if (bpf_map && std::sscanf(line, "Rss: %llu kB", &n) == 1) kb += n;
+  }
+  std::fclose(f);
+  return kb << 10;
+}
+
+// The pool is mapped as far as it is handed out (pool_window.h): mapping all
+// of it would make every page resident, 8.6 MB at the default --bits 14.
+TEST_F(BpfSessionTest, PoolIsResidentOnlyAsFarAsItIsHandedOut) {
+  BpfSession s(kmem_config());
+  run_load(s, 20);
+  const TableStats st = s.stats();
+  ASSERT_GT(st.entries, 10u);
+  ASSERT_LT(st.entries, st.pool_size / 4) << "the workload filled the pool: nothing to measure";
+  const uint64_t pool_bytes = uint64_t{sizeof(smt_elt)} * st.pool_size;
+  const uint64_t resident = resident_bpf_map_bytes();
+  // The ring (its data mapped twice), slots, batches, globals and the used pool.
+  EXPECT_LT(resident, pool_bytes / 2) << resident << " bytes of BPF maps resident";
+  for (const StackRecord& r : s.store().snapshot(s.sources()))
+    ASSERT_EQ(s.table_stack(r.stack_id).ips, r.ips) << "stack_id " << r.stack_id;
+}
+
 TEST_F(BpfSessionTest, TopStackResolvesToTheAllocator) {
   BpfSession s(kmem_config());
   run_load(s, 20);

@@ -143,6 +143,43 @@ TEST(KallsymsTest, AllZeroAddressesAreHidden) {
   EXPECT_FALSE(load_fixture().addresses_hidden());
 }
 
+// load() reads in 64 KiB chunks: lines cut by a chunk's end, a last line
+// without its newline and a line longer than a chunk read as parse() reads
+// the whole text.
+TEST(KallsymsTest, LoadInChunksReadsAsParseOfTheWholeText) {
+  std::string text = "ffffffff81000000 T _text\n";
+  for (int i = 0; i < 20000; ++i) {
+    char addr[17];
+    *std::to_chars(addr, addr + 16, 0xffffffff81001000ull + 64ull * i, 16).ptr = 0;
+    text += std::string(addr) + (i % 3 ? " t " : " T ") + "fn_" + std::string(i % 37, 'x') +
+            std::to_string(i) + (i >= 15000 ? "\t[mod" + std::to_string(i / 1000) + "]" : "") +
+            "\n";
+  }
+  text += "ffffffffc0000000 t last_without_newline\t[mod99]";
+  const std::string path = ::testing::TempDir() + "kallsyms_chunks.txt";
+  std::ofstream(path) << text;
+  const Kallsyms loaded = Kallsyms::load(path);
+  const Kallsyms parsed = Kallsyms::parse(text);
+  ASSERT_EQ(loaded.size(), parsed.size());
+  ASSERT_EQ(loaded.size(), 20002u);
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t ip = 0xffffffff81001000ull + 64ull * i + 5;
+    ASSERT_EQ(loaded.format(ip), parsed.format(ip)) << i;
+  }
+  EXPECT_EQ(loaded.text_address(), 0xffffffff81000000ull);
+
+  // A line longer than a chunk is read whole, then refused with its number.
+  std::ofstream(path) << text.substr(0, text.rfind('\n') + 1) << "ffffffffc0000000 t "
+                      << std::string(70000, 'y') << "\n";
+  try {
+    Kallsyms::load(path);
+    FAIL() << "a 70000-character name was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + " line 20002 is malformed"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Tests run as root: the real kernel's addresses are visible, and schedule exists in every kernel.
 TEST(KallsymsTest, FormatsScheduleFromRealProcKallsyms) {
   const Kallsyms kallsyms = Kallsyms::load();

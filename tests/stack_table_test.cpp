@@ -30,8 +30,8 @@ std::vector<__u64> stack_of(__u64 n, __u32 depth = 8) {
 }
 
 __u32 find(const smt_table& t, const std::vector<__u64>& ips, __u32 seed = 7) {
-  return smt_find_published(t.slots.data(), t.pool.data(), kBits, seed, ips.data(),
-                            static_cast<__u32>(ips.size()));
+  return smt_find_published(t.slots.data(), t.pool.data(), kBits, smt_pool_size(kBits), seed,
+                            ips.data(), static_cast<__u32>(ips.size()));
 }
 
 TEST(StackTable, ReaderFindsPublishedStacksByTheirFrames) {
@@ -178,7 +178,9 @@ TEST(StackTableReader, OnlyPublishedElementsWithFramesAreRead) {
   auto s = stack_of(31);
   Result r = lookup(t, s);
   ASSERT_EQ(r.status, SMT_INSERTED);
-  auto read = [&](__u32 id) { return smt_published_elt(t.slots.data(), t.pool.data(), kBits, id); };
+  auto read = [&](__u32 id) {
+    return smt_published_elt(t.slots.data(), t.pool.data(), kBits, smt_pool_size(kBits), id);
+  };
   const smt_elt* e = read(r.id);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e, &t.pool[t.slots[r.id].elt - 1]);
@@ -200,6 +202,9 @@ TEST(StackTableReader, OnlyPublishedElementsWithFramesAreRead) {
   EXPECT_EQ(read(r.id), nullptr) << "more frames than an element holds";
   t.pool[saved.elt - 1].nr = SMT_MAX_DEPTH;
   EXPECT_NE(read(r.id), nullptr) << "a full-depth stack";
+  EXPECT_EQ(smt_published_elt(t.slots.data(), t.pool.data(), kBits, saved.elt - 1, r.id), nullptr)
+      << "an element the reader has yet to map";
+  EXPECT_NE(smt_published_elt(t.slots.data(), t.pool.data(), kBits, saved.elt, r.id), nullptr);
   EXPECT_EQ(smt_table_size(kBits), 2u * smt_pool_size(kBits));
 }
 

@@ -35,15 +35,16 @@ TableView::TableView(const BpfObject& object)
     : bits_(object.bits()),
       globals_(object.globals()),
       slots_(map_array(object.slots_fd(), PROT_READ | PROT_WRITE, "slots")),
-      pool_(map_array(object.pool_fd(), PROT_READ | PROT_WRITE, "pool")) {}
+      pool_(object.pool_fd(), 1u << bits_, PROT_READ | PROT_WRITE, "pool") {}
 
 const smt_elt* TableView::published_elt(uint32_t id) const {
-  return smt_published_elt(slots_.as<const smt_slot>(), pool_.as<const smt_elt>(), bits_, id);
+  return pool_.published_elt(slots_.as<const smt_slot>(), bits_, shared().next_elt, id);
 }
 
 uint32_t TableView::find(const std::vector<uint64_t>& ips) const {
   if (ips.empty() || ips.size() > SMT_MAX_DEPTH) return SMT_NO_STACK_ID;
-  return smt_find_published(slots_.as<const smt_slot>(), pool_.as<const smt_elt>(), bits_,
+  pool_.reveal_handed_out(shared().next_elt);
+  return smt_find_published(slots_.as<const smt_slot>(), pool_.base(), bits_, pool_.visible(),
                             shared().hash_seed, reinterpret_cast<const __u64*>(ips.data()),
                             static_cast<__u32>(ips.size()));
 }

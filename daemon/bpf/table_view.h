@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 // The daemon's view of the BPF table: the slots and pool arrays mmapped (no
-// syscall per read), the table-wide state and the daemon's bookkeeping kept
-// beside it (smt_globals). The daemon keeps each stack's ref_count in the
-// pool: the events it has counted.
+// syscall per read; the pool as far as it is handed out, pool_window.h), the table-wide state and
+// the daemon's bookkeeping kept beside it (smt_globals). The daemon keeps each stack's ref_count in
+// the pool: the events it has counted.
 #pragma once
 
 #include <array>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/bpf/bpf_object.h"
+#include "daemon/bpf/pool_window.h"
 #include "daemon/model/stack_record.h"
 #include "daemon/model/table_stats.h"
 #include "daemon/sys/mapping.h"
@@ -55,7 +56,9 @@ class TableView {
   uint32_t bits_;
   smt_globals* globals_;
   Mapping slots_;  // read-write: written only by clear()
-  Mapping pool_;   // read-write: the daemon writes ref_counts only
+  // Read-write: the daemon writes ref_counts only. Mutable: reading maps
+  // more of the same array, which changes nothing a reader sees.
+  mutable PoolWindow pool_;
 };
 
 }  // namespace stackmapd

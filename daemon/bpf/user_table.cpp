@@ -31,13 +31,12 @@ UserTable::UserTable(const BpfObject& object)
   if (!enabled_) return;
   slots_ = map_whole(object.uslots_fd(), sizeof(smt_slot) * table_size(), PROT_READ | PROT_WRITE,
                      "uslots");
-  pool_ = map_whole(object.upool_fd(), sizeof(smt_elt) * (1u << bits_), PROT_READ, "upool");
+  pool_ = PoolWindow(object.upool_fd(), 1u << bits_, PROT_READ, "upool (the user stack table)");
 }
 
 std::optional<UserStackIps> UserTable::stack(uint32_t id) const {
   if (!enabled_) return std::nullopt;
-  const smt_elt* e =
-      smt_published_elt(slots_.as<const smt_slot>(), pool_.as<const smt_elt>(), bits_, id);
+  const smt_elt* e = pool_.published_elt(slots_.as<const smt_slot>(), bits_, shared_->next_elt, id);
   // Every stored user stack ends in its marker (abi.h).
   if (!e || !SMT_IS_USER_MARKER(e->ips[e->nr - 1])) return std::nullopt;
   UserStackIps s;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/bpf/bpf_object.h"
+#include "daemon/bpf/pool_window.h"
 #include "daemon/sys/mapping.h"
 #include "stackmapd/abi.h"
 
@@ -40,8 +41,8 @@ class UserTable {
   bool enabled_;
   uint32_t bits_;
   smt_shared* shared_;
-  Mapping slots_;  // read-write: written only by clear()
-  Mapping pool_;   // read only
+  Mapping slots_;            // read-write: written only by clear()
+  mutable PoolWindow pool_;  // read only; mutable as TableView's
 };
 
 }  // namespace stackmapd

@@ -11,6 +11,7 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <system_error>
 
 #include "daemon/sys/error.h"
@@ -111,83 +112,109 @@ void append_hex(std::string& out, uint64_t value) {
 
 }  // namespace
 
+// Builds a table line by line, so /proc/kallsyms (~10 MB of text) is parsed in
+// chunks rather than held whole: a whole copy set the daemon's peak memory.
+class Kallsyms::Builder {
+ public:
+  explicit Builder(std::string source) : source_(std::move(source)) {}
+
+  void add(std::string_view text_line) {
+    ++line_number_;
+    const std::optional<Line> line = parse_line(text_line);
+    if (!line) throw Error(malformed_line_error(source_, line_number_, text_line));
+    any_line_ = true;
+    all_zero_ = all_zero_ && line->addr == 0;
+    if (line->name == "_text" && line->module.empty()) result_.text_address_ = line->addr;
+    if (!is_text(line->type)) return;
+    // Arena offsets are 32 bits.
+    if (result_.arena_.size() + line->name.size() + line->module.size() >
+        std::numeric_limits<uint32_t>::max())
+      throw Error(source_ + " holds more than 4 GiB of names: pass a copy of /proc/kallsyms");
+    Symbol symbol{line->addr, static_cast<uint32_t>(result_.arena_.size()), 0,
+                  static_cast<uint16_t>(line->name.size()), 0};
+    result_.arena_ += line->name;
+    if (!line->module.empty()) {
+      // /proc/kallsyms lists each module's symbols together, so remembering the last module
+      // name stores each one once.
+      if (line->module != last_module_) {
+        last_module_ = line->module;
+        last_module_offset_ = static_cast<uint32_t>(result_.arena_.size());
+        result_.arena_ += line->module;
+      }
+      symbol.module_offset = last_module_offset_;
+      symbol.module_len = static_cast<uint16_t>(line->module.size());
+    }
+    result_.symbols_.push_back(symbol);
+  }
+
+  Kallsyms finish() {
+    std::vector<Symbol>& symbols = result_.symbols_;
+    if (symbols.empty()) {
+      throw Error(source_ +
+                  " has no text symbols (types t, T, w, W): pass a copy of /proc/kallsyms");
+    }
+    // Aliases share an address (_text and _stext). The kernel's %pS picks the first alias in
+    // its table, which is also the order /proc/kallsyms prints core symbols in, so a stable
+    // sort and keeping the first of each address gives the same name and is deterministic for
+    // modules too.
+    std::stable_sort(symbols.begin(), symbols.end(),
+                     [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; });
+    symbols.erase(std::unique(symbols.begin(), symbols.end(),
+                              [](const Symbol& a, const Symbol& b) { return a.addr == b.addr; }),
+                  symbols.end());
+    symbols.shrink_to_fit();
+    result_.arena_.shrink_to_fit();
+    result_.addresses_hidden_ = any_line_ && all_zero_;
+    return std::move(result_);
+  }
+
+ private:
+  const std::string source_;
+  Kallsyms result_;
+  bool any_line_ = false;
+  bool all_zero_ = true;
+  std::string last_module_;
+  uint32_t last_module_offset_ = 0;
+  size_t line_number_ = 0;
+};
+
 Kallsyms Kallsyms::load(const std::string& path) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) throw Error(read_error(path, errno));
-  // /proc files report size 0, so read until EOF into a buffer that doubles; one read per
-  // chunk instead of per line is what keeps 200k lines fast.
-  std::string text(size_t{1} << 20, '\0');
-  size_t used = 0;
+  Builder builder(path);
+  // /proc files report size 0: read until EOF, a chunk per read (not a line: that is what keeps
+  // 200k lines fast), carrying a line cut by the chunk's end over to the next.
+  std::string chunk(size_t{64} << 10, '\0');
+  size_t carried = 0;
   for (;;) {
-    if (used == text.size()) text.resize(text.size() * 2);
-    const ssize_t n = ::read(fd.get(), text.data() + used, text.size() - used);
-    if (n == 0) break;
+    if (carried == chunk.size()) chunk.resize(chunk.size() * 2);  // a line longer than a chunk
+    const ssize_t n = ::read(fd.get(), chunk.data() + carried, chunk.size() - carried);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw Error(read_error(path, errno));
     }
-    used += static_cast<size_t>(n);
+    const std::string_view text(chunk.data(), carried + static_cast<size_t>(n));
+    if (n == 0) {
+      if (!text.empty()) builder.add(text);
+      break;
+    }
+    size_t pos = 0;
+    for (size_t eol; (eol = text.find('\n', pos)) != std::string_view::npos; pos = eol + 1)
+      builder.add(text.substr(pos, eol - pos));
+    carried = text.size() - pos;
+    std::memmove(chunk.data(), chunk.data() + pos, carried);
   }
-  text.resize(used);
-  return parse_from(text, path);
+  return builder.finish();
 }
 
-Kallsyms Kallsyms::parse(std::string_view text) { return parse_from(text, "kallsyms"); }
-
-Kallsyms Kallsyms::parse_from(std::string_view text, const std::string& source) {
-  // Arena offsets are 32 bits and the arena never outgrows the text.
-  if (text.size() > std::numeric_limits<uint32_t>::max()) {
-    throw Error(source + " is larger than 4 GiB: pass a copy of /proc/kallsyms");
-  }
-  Kallsyms result;
-  bool any_line = false;
-  bool all_zero = true;
-  // /proc/kallsyms lists each module's symbols together, so remembering the last module name
-  // stores each one once.
-  std::string_view last_module;
-  uint32_t last_module_offset = 0;
-  size_t line_number = 0;
+Kallsyms Kallsyms::parse(std::string_view text) {
+  Builder builder("kallsyms");
   for (size_t pos = 0; pos < text.size();) {
     const size_t eol = std::min(text.find('\n', pos), text.size());
-    const std::string_view text_line = text.substr(pos, eol - pos);
+    builder.add(text.substr(pos, eol - pos));
     pos = eol + 1;
-    ++line_number;
-    const std::optional<Line> line = parse_line(text_line);
-    if (!line) throw Error(malformed_line_error(source, line_number, text_line));
-    any_line = true;
-    all_zero = all_zero && line->addr == 0;
-    if (line->name == "_text" && line->module.empty()) result.text_address_ = line->addr;
-    if (!is_text(line->type)) continue;
-    Symbol symbol{line->addr, static_cast<uint32_t>(result.arena_.size()), 0,
-                  static_cast<uint16_t>(line->name.size()), 0};
-    result.arena_ += line->name;
-    if (!line->module.empty()) {
-      if (line->module != last_module) {
-        last_module = line->module;
-        last_module_offset = static_cast<uint32_t>(result.arena_.size());
-        result.arena_ += line->module;
-      }
-      symbol.module_offset = last_module_offset;
-      symbol.module_len = static_cast<uint16_t>(line->module.size());
-    }
-    result.symbols_.push_back(symbol);
   }
-  if (result.symbols_.empty()) {
-    throw Error(source + " has no text symbols (types t, T, w, W): pass a copy of /proc/kallsyms");
-  }
-  // Aliases share an address (_text and _stext). The kernel's %pS picks the first alias in its
-  // table, which is also the order /proc/kallsyms prints core symbols in, so a stable sort and
-  // keeping the first of each address gives the same name and is deterministic for modules too.
-  std::stable_sort(result.symbols_.begin(), result.symbols_.end(),
-                   [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; });
-  result.symbols_.erase(
-      std::unique(result.symbols_.begin(), result.symbols_.end(),
-                  [](const Symbol& a, const Symbol& b) { return a.addr == b.addr; }),
-      result.symbols_.end());
-  result.symbols_.shrink_to_fit();
-  result.arena_.shrink_to_fit();
-  result.addresses_hidden_ = any_line && all_zero;
-  return result;
+  return builder.finish();
 }
 
 std::optional<Kallsyms::Match> Kallsyms::lookup(uint64_t ip) const {
@@ -258,13 +285,15 @@ Kallsyms Kallsyms::from_vmlinux(const std::string& path) {
     throw Error("libelf is unusable: " + std::string(elf_errmsg(-1)));
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) throw Error(read_error(path, errno));
-  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
-  if (!elf || elf_kind(elf) != ELF_K_ELF) {
-    if (elf) elf_end(elf);
+  const std::unique_ptr<Elf, decltype(&elf_end)> owner(elf_begin(fd.get(), ELF_C_READ, nullptr),
+                                                       &elf_end);
+  Elf* elf = owner.get();
+  if (!elf || elf_kind(elf) != ELF_K_ELF)
     throw Error(path + " is not an ELF file: pass the vmlinux (with symbols) of the traced kernel");
-  }
-  // Rewritten as kallsyms lines, so one parser gives both the same rules.
-  std::string text;
+  // Given as kallsyms lines, so one parser gives both the same rules.
+  Builder builder(path);
+  std::string line;
+  bool any = false;
   Elf_Scn* scn = nullptr;
   while ((scn = elf_nextscn(elf, scn)) != nullptr) {
     GElf_Shdr shdr;
@@ -285,16 +314,15 @@ Kallsyms Kallsyms::from_vmlinux(const std::string& path) {
       // Skip unnamed and mapping symbols ($x, $d on arm64).
       if (!name || !*name || name[0] == '$' || std::strpbrk(name, " \t\n")) continue;
       char addr[16];
-      text.append(addr, std::to_chars(addr, addr + sizeof(addr), sym.st_value, 16).ptr);
-      text += GELF_ST_BIND(sym.st_info) == STB_LOCAL ? " t " : " T ";
-      text += name;
-      text += '\n';
+      line.assign(addr, std::to_chars(addr, addr + sizeof(addr), sym.st_value, 16).ptr);
+      line += GELF_ST_BIND(sym.st_info) == STB_LOCAL ? " t " : " T ";
+      line += name;
+      builder.add(line);
+      any = true;
     }
   }
-  elf_end(elf);
-  if (text.empty())
-    throw Error(path + " has no text symbols: pass a vmlinux that was not stripped");
-  return parse_from(text, path);
+  if (!any) throw Error(path + " has no text symbols: pass a vmlinux that was not stripped");
+  return builder.finish();
 }
 
 size_t Kallsyms::size() const { return symbols_.size(); }

@@ -19,7 +19,7 @@ namespace stackmapd {
 
 class Kallsyms {
  public:
-  // Reads the whole file at once and parses it; throws Error naming the path and the fix.
+  // Reads and parses the file in chunks; throws Error naming the path and the fix.
   static Kallsyms load(const std::string& path = "/proc/kallsyms");
   // Throws Error on a malformed line, naming its 1-based line number.
   static Kallsyms parse(std::string_view text);
@@ -65,7 +65,7 @@ class Kallsyms {
     uint16_t module_len;
   };
 
-  static Kallsyms parse_from(std::string_view text, const std::string& source);
+  class Builder;
   std::string_view name_of(const Symbol& symbol) const;
   std::string_view module_of(const Symbol& symbol) const;
 

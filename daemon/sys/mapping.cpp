@@ -15,4 +15,14 @@ Mapping::Mapping(int fd, size_t len, int prot, off_t offset, const std::string& 
   len_ = len;
 }
 
+Mapping Mapping::reserve(size_t len, const std::string& what) {
+  void* p = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    throw Error("cannot reserve address space for " + what + ": " + std::strerror(errno));
+  Mapping m;
+  m.addr_ = p;
+  m.len_ = len;
+  return m;
+}
+
 }  // namespace stackmapd

@@ -17,6 +17,9 @@ class Mapping {
   // mmap(MAP_SHARED) of `len` bytes of `fd` at `offset`; throws Error naming
   // `what` (say what the kernel must support there) and the errno.
   Mapping(int fd, size_t len, int prot, off_t offset, const std::string& what);
+  // `len` bytes of address space, inaccessible and backed by nothing, for
+  // MAP_FIXED mappings over it (munmap of the whole range unmaps those too).
+  static Mapping reserve(size_t len, const std::string& what);
   ~Mapping() { reset(); }
   Mapping(Mapping&& o) noexcept
       : addr_(std::exchange(o.addr_, nullptr)), len_(std::exchange(o.len_, 0)) {}

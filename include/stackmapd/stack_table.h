@@ -80,8 +80,14 @@ SMT_INLINE __u32 smt_pool_size(__u32 bits)
  * frames and nr read after it are the ones written before it was published.
  * Its ref_count is the daemon's (abi.h).
  */
+/*
+ * `visible`: how many pool elements, from the first, the reader can read
+ * (at most smt_pool_size(bits)); the daemon maps the pool as it is handed
+ * out, so an element past that is one it has yet to map, and reads as 0.
+ */
 SMT_INLINE const struct smt_elt *smt_published_elt(const struct smt_slot *slots,
-						   const struct smt_elt *pool, __u32 bits, __u32 id)
+						   const struct smt_elt *pool, __u32 bits,
+						   __u32 visible, __u32 id)
 {
 	const struct smt_elt *e;
 	__u32 elt;
@@ -89,7 +95,8 @@ SMT_INLINE const struct smt_elt *smt_published_elt(const struct smt_slot *slots,
 	if (id >= smt_table_size(bits))
 		return 0;
 	elt = smt_load32(&slots[id].elt);
-	if (elt == SMT_ELT_NONE || elt == SMT_ELT_DEAD || elt > smt_pool_size(bits))
+	if (elt == SMT_ELT_NONE || elt == SMT_ELT_DEAD || elt > smt_pool_size(bits) ||
+	    elt > visible)
 		return 0;
 	e = &pool[elt - 1];
 	if (e->nr == 0 || e->nr > SMT_MAX_DEPTH)
@@ -117,7 +124,8 @@ SMT_INLINE int smt_frames_equal(const struct smt_elt *e, const __u64 *ips, __u32
  * of an event that found its stack's slot still being written (SMT_BUSY).
  */
 SMT_INLINE __u32 smt_find_published(const struct smt_slot *slots, const struct smt_elt *pool,
-				    __u32 bits, __u32 seed, const __u64 *ips, __u32 nr)
+				    __u32 bits, __u32 visible, __u32 seed, const __u64 *ips,
+				    __u32 nr)
 {
 	__u32 key = smt_jhash2_ips(ips, nr, seed), home, idx, k;
 	const struct smt_elt *e;
@@ -132,7 +140,7 @@ SMT_INLINE __u32 smt_find_published(const struct smt_slot *slots, const struct s
 			break;
 		if (k != key)
 			continue;
-		e = smt_published_elt(slots, pool, bits, idx);
+		e = smt_published_elt(slots, pool, bits, visible, idx);
 		if (e && smt_frames_equal(e, ips, nr))
 			return idx;
 	}
