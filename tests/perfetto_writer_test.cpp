@@ -200,8 +200,7 @@ TEST_F(PerfettoWriterTest, UserFramesComeFirstInTheirBinarysMapping) {
       const auto& m = mappings.at(varints_of(frame, 3).at(0));
       auto fn = varints_of(frame, 2);
       char pc[24];
-      snprintf(pc, sizeof(pc), "%llx",
-               static_cast<unsigned long long>(varints_of(frame, 4).at(0)));
+      snprintf(pc, sizeof(pc), "%llx", static_cast<unsigned long long>(varints_of(frame, 4).at(0)));
       out.push_back(strings.at(17 << 16 | varints_of(m, 7).at(0)) + ":" + pc + ":" +
                     (fn.empty() ? "" : strings.at(5 << 16 | fn[0])));
     }
@@ -213,10 +212,10 @@ TEST_F(PerfettoWriterTest, UserFramesComeFirstInTheirBinarysMapping) {
                                       "/usr/bin/app:2130:three", "/usr/bin/app:2130:inl (inlined)",
                                       "[kernel.kallsyms]:10:leaf"}));
   EXPECT_EQ(samples[0].second, 1u);  // kernel mode: the leaf is the kernel's
-  EXPECT_EQ(describe(samples[1].first),
-            (std::vector<std::string>{"[unknown]:7fffefff:", "/usr/bin/app:21ff:main",
-                                      "/usr/bin/app:2130:three",
-                                      "/usr/bin/app:2130:inl (inlined)"}));
+  EXPECT_EQ(
+      describe(samples[1].first),
+      (std::vector<std::string>{"[unknown]:7fffefff:", "/usr/bin/app:21ff:main",
+                                "/usr/bin/app:2130:three", "/usr/bin/app:2130:inl (inlined)"}));
   EXPECT_EQ(samples[1].second, 2u);  // user mode
   EXPECT_EQ(describe(samples[2].first), std::vector<std::string>{"[kernel.kallsyms]:10:leaf"});
   EXPECT_EQ(samples[2].second, 1u);

@@ -299,8 +299,8 @@ TEST(PprofTest, UserFramesFollowTheKernelsInTheirBinarysMapping) {
         const auto& fn = function.at(varints_of(line, 1).at(0));
         lines.emplace_back(fn.first, fn.second, number.empty() ? 0 : number[0]);
       }
-  EXPECT_EQ(lines, (std::vector<std::tuple<std::string, std::string, uint64_t>>{
-                       {"inl", "w.c", 12}, {"three", "", 0}}));
+  EXPECT_EQ(lines, (std::vector<std::tuple<std::string, std::string, uint64_t>>{{"inl", "w.c", 12},
+                                                                                {"three", "", 0}}));
   for (const auto& [id, loc] : location)
     if (varints_of(loc, 3).at(0) == 0x29d8f || varints_of(loc, 3).at(0) == 0x7fffefff)
       EXPECT_TRUE(fields_of(loc, 4).empty()) << "an unresolved frame has no line";

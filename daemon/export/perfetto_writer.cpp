@@ -177,8 +177,9 @@ uint64_t PerfettoWriter::intern_user_mapping(const UserStackSet& set, int32_t bi
   }
   // One component, the whole path: Perfetto prefixes each with '/' and
   // drops the doubled one a full path gets.
-  interned.message(pf::kMappingPaths,
-                   interned_string(next_string_, in_file ? set.binaries[binary].path : "[unknown]"));
+  interned.message(
+      pf::kMappingPaths,
+      interned_string(next_string_, in_file ? set.binaries[binary].path : "[unknown]"));
   mapping.varint(pf::kPathStringIds, next_string_++);
   interned.message(pf::kMappings, mapping);
   return it->second;
@@ -187,9 +188,8 @@ uint64_t PerfettoWriter::intern_user_mapping(const UserStackSet& set, int32_t bi
 // One frame per function of `f`, root first: the function, then those
 // inlined into it ("name (inlined)", as the flame graphs show them); one
 // frame without a name when it did not resolve.
-void PerfettoWriter::intern_user_frames(const UserStackSet& set, const UserFrame& f,
-                                        bool is_return, std::vector<uint64_t>& frame_ids,
-                                        ProtoWriter& interned) {
+void PerfettoWriter::intern_user_frames(const UserStackSet& set, const UserFrame& f, bool is_return,
+                                        std::vector<uint64_t>& frame_ids, ProtoWriter& interned) {
   const bool in_file = f.binary >= 0 && static_cast<size_t>(f.binary) < set.binaries.size();
   const uint64_t mapping = intern_user_mapping(set, f.binary, interned);
   // An ELF address unknown (the binary was unreadable) is the file offset,
@@ -268,17 +268,18 @@ void PerfettoWriter::write(const smt_trace_record& r, const std::string& comm,
   name_thread(e.tgid, e.tid, comm, ts);
   const UserStack* ustack = nullptr;
   if (user)
-    if (auto it = user->stacks.find(e.user_stack_id); it != user->stacks.end() &&
-                                                      !it->second.frames.empty())
+    if (auto it = user->stacks.find(e.user_stack_id);
+        it != user->stacks.end() && !it->second.frames.empty())
       ustack = &it->second;
   ProtoWriter interned, sample, packet;
   sample.varint(pf::kCpu, e.cpu);
   sample.varint(pf::kPid, e.tgid);
   sample.varint(pf::kTid, e.tid);
   if (!ips.empty() || ustack)
-    sample.varint(pf::kSampleCallstackIid,
-                  intern_callstack(uint64_t{e.stack_id} << 32 | (ustack ? e.user_stack_id : kNoUserStack),
-                                   ips, user, ustack, interned));
+    sample.varint(
+        pf::kSampleCallstackIid,
+        intern_callstack(uint64_t{e.stack_id} << 32 | (ustack ? e.user_stack_id : kNoUserStack),
+                         ips, user, ustack, interned));
   // The leaf's mode: kernel frames come innermost.
   sample.varint(pf::kCpuMode, ips.empty() && ustack ? pf::kCpuModeUser : pf::kCpuModeKernel);
   packet.varint(pf::kTimestamp, ts);

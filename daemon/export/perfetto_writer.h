@@ -67,8 +67,8 @@ class PerfettoWriter {
     std::vector<uint64_t> ips;
     std::vector<std::pair<int32_t, uint64_t>> user;  // (binary, address) per user frame
   };
-  uint64_t intern_callstack(uint64_t key, const std::vector<uint64_t>& ips,
-                            const UserStackSet* set, const UserStack* user, ProtoWriter& interned);
+  uint64_t intern_callstack(uint64_t key, const std::vector<uint64_t>& ips, const UserStackSet* set,
+                            const UserStack* user, ProtoWriter& interned);
   uint64_t intern_frame(uint64_t ip, ProtoWriter& interned);
   void intern_user_frames(const UserStackSet& set, const UserFrame& f, bool is_return,
                           std::vector<uint64_t>& frame_ids, ProtoWriter& interned);
@@ -82,8 +82,8 @@ class PerfettoWriter {
   FrameNamer names_;
   uint64_t text_ = 0;
   int64_t boottime_offset_ = 0;
-  std::unordered_map<uint64_t, Callstack> callstacks_;   // by stack_id << 32 | user stack id
-  std::unordered_map<uint64_t, uint64_t> frames_;        // kernel ip -> frame iid
+  std::unordered_map<uint64_t, Callstack> callstacks_;  // by stack_id << 32 | user stack id
+  std::unordered_map<uint64_t, uint64_t> frames_;       // kernel ip -> frame iid
   // (mapping iid, rel_pc, function) -> frame iid
   std::map<std::tuple<uint64_t, uint64_t, std::string>, uint64_t> user_frames_;
   std::unordered_map<int32_t, uint64_t> user_mappings_;  // binary (-1: none) -> mapping iid

@@ -257,7 +257,8 @@ class Encoder {
   // profile.proto allows and as it was symbolized. A frame in no file keeps
   // its address, without a mapping.
   uint64_t user_location(const UserFrame& f, bool is_return) {
-    const bool in_file = f.binary >= 0 && static_cast<size_t>(f.binary) < snap_.user.binaries.size();
+    const bool in_file =
+        f.binary >= 0 && static_cast<size_t>(f.binary) < snap_.user.binaries.size();
     const uint64_t mapping = in_file ? kFirstUserMappingId + static_cast<uint64_t>(f.binary) : 0;
     uint64_t address = in_file ? f.file_offset : f.addr;
     if (is_return && address) --address;
@@ -351,7 +352,7 @@ class Encoder {
   std::vector<UserMapping> user_mappings_;  // by binary
   Strings strings_;
   ProtoWriter out_;
-  std::unordered_map<uint64_t, uint64_t> locations_;                // kernel ip -> id
+  std::unordered_map<uint64_t, uint64_t> locations_;                  // kernel ip -> id
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> user_locations_;  // (mapping, address) -> id
   uint64_t next_location_ = 1;
   std::map<std::pair<std::string, std::string>, uint64_t> functions_;  // (name, file) -> id
