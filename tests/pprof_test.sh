@@ -133,7 +133,7 @@ check "--sum bytes_alloc: the weights add up to the JSON's sum ($bytes)" \
 # ustack_level_three on a line, leaf first, kernel frames as "K" (runs of
 # them as one).
 ustack_traces() {
-  awk 'function flush() {if (t ~ / ustack_level_three /) print t; t = ""; first = 0}
+  awk 'function flush() {if (t ~ / ustack_level_three /) print t; t = last = ""; first = 0}
     /^-+\+-+$/ {flush(); first = 1; next}
     first && /^ *[^ ]+ +[^ ]/ {sub(/^ *[^ ]+ +/, ""); first = 0}
     {sub(/^ +/, ""); f = ($0 ~ /^(ustack_level_|main$|__libc|\[)/) ? $0 : "K"
@@ -161,17 +161,18 @@ check "--user-stacks: the workload's mapping carries its path and build id ($bui
 check "--user-stacks: the kernel's mapping is still there, first" \
   'awk "/^Mappings/ {getline; print; exit}" "$tmp/user.raw" | grep -q "\[kernel.kallsyms\]"'
 user_check() {  # user_check NAME PROFILE
-  "$PPROF" -traces "$2" > "$tmp/$1.traces" 2> /dev/null
-  ustack_traces "$tmp/$1.traces" > "$tmp/$1.user"
-  check "$1 pprof -traces: kernel frames, then three, two, one, main ($(head -1 "$tmp/$1.user"))" \
-    '[ -s "$tmp/$1.user" ] && ! grep -vq "^ K ustack_level_three ustack_level_two ustack_level_one main" "$tmp/$1.user"'
-  "$PPROF" -top -cum -nodecount=100000 "$2" > "$tmp/$1.top" 2> /dev/null
+  local name=$1  # check's condition runs in check, where $1 is its own
+  "$PPROF" -traces "$2" > "$tmp/$name.traces" 2> /dev/null
+  ustack_traces "$tmp/$name.traces" > "$tmp/$name.user"
+  check "$name pprof -traces: kernel frames, then three, two, one, main ($(head -1 "$tmp/$name.user"))" \
+    '[ -s "$tmp/$name.user" ] && ! grep -vq "^ K ustack_level_three ustack_level_two ustack_level_one main" "$tmp/$name.user"'
+  "$PPROF" -top -cum -nodecount=100000 "$2" > "$tmp/$name.top" 2> /dev/null
   local fn want got
   for fn in ustack_level_one ustack_level_three; do
     # The events whose user stack holds fn, from the JSON.
     want=$(j "sum(e['count'] for s in d['stacks'] for e in s.get('by', []) if any(f['symbols'] and f['symbols'][-1].startswith('$fn+') for u in d['user_stacks']['stacks'] if u['user_stack_id'] == e.get('user_stack_id') for f in u['frames']))" "$tmp/user/stack_map.json")
-    got=$(awk -v f="$fn" '$NF == f {print $4; exit}' "$tmp/$1.top")
-    check "$1 pprof -top -cum: $fn's cum is its JSON events ($got, want $want)" \
+    got=$(awk -v f="$fn" '$NF == f {print $4; exit}' "$tmp/$name.top")
+    check "$name pprof -top -cum: $fn's cum is its JSON events ($got, want $want)" \
       '[ "${want:-0}" -gt 1000 ] && [ "$got" = "$want" ]'
   done
 }
@@ -192,10 +193,18 @@ mkdir -p "$tmp/nobin/binaries"
   > /dev/null 2>&1
 "$PPROF" -raw "$tmp/nobin.pb.gz" > "$tmp/nobin.raw" 2> /dev/null
 check "unresolved user frames: the workload's mapping without [FN], its locations with no function" \
-  'grep -qE "^ *[0-9]+: 0x0/0x[0-9a-f]+/0x0 $W $build_id\$" "$tmp/nobin.raw" && ! grep -q ustack_level "$tmp/nobin.raw"'
+  'grep -qE "^ *[0-9]+: 0x0/0x[0-9a-f]+/0x0 $W $build_id *\$" "$tmp/nobin.raw" && ! grep -q ustack_level "$tmp/nobin.raw"'
 "$PPROF" -traces "$tmp/nobin.pb.gz" > "$tmp/nobin.traces" 2> /dev/null
 check "unresolved user frames: pprof -traces names their binary ([ustack_pp])" \
   'grep -qE "^ +\[ustack_pp\]\$" "$tmp/nobin.traces"'
+# With the binary back at its path, pprof symbolizes those addresses itself
+# (binutils, through the mapping's start and offset): ours are file offsets
+# as its format means them.
+cp "$USTACK" "$W"
+"$PPROF" -traces "$tmp/nobin.pb.gz" > "$tmp/resym.traces" 2> "$tmp/resym.err"
+ustack_traces "$tmp/resym.traces" > "$tmp/resym.user"
+check "pprof's own symbolizer resolves our user addresses to three, two, one, main ($(head -1 "$tmp/resym.user"))" \
+  '[ -s "$tmp/resym.user" ] && ! grep -vq "^ K ustack_level_three ustack_level_two ustack_level_one main" "$tmp/resym.user"'
 
 # --- 5. bad input -------------------------------------------------------------
 expect_error "cannot write in" "$BIN" --pprof /nonexistent/dir/p.pb.gz --duration 1
