@@ -43,12 +43,15 @@ raw_total() {
     awk -v i="${2:-0}" '/^Samples:/ {s = 1; next} /^Locations/ {s = 0}
       s && /^ *[0-9]+( +[0-9]+)*: / {sub(/:.*/, ""); split($0, v, " "); t += v[i + 1]} END {print t + 0}'
 }
-# session NAME ARGS...: a 2 s session (a workload called smtq_pp runs 2000 stat()s) into $tmp/NAME.
+# session NAME ARGS...: a 2 s session (a workload called smtq_pp runs 2000 stat()s once it has
+# attached) into $tmp/NAME.
 session() {
   local name=$1
   shift
   cp "$WORKLOAD" "$tmp/smtq_pp"
-  ( sleep 0.7; "$tmp/smtq_pp" stat 2000 2> /dev/null ) &
+  # Once attached (its "tracing ..." line): loading takes over a second on a busy machine.
+  ( for _ in $(seq 200); do grep -q "tracing" "$tmp/$name.err" 2> /dev/null && break; sleep 0.05; done
+    "$tmp/smtq_pp" stat 2000 2> /dev/null ) &
   timeout 30 "$BIN" "$@" --duration 2 --output "$tmp/$name" --pprof "$tmp/$name.pb.gz" \
     > "$tmp/$name.out" 2> "$tmp/$name.err"
   local rc=$?
