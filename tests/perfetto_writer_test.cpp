@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -130,6 +131,104 @@ TEST_F(PerfettoWriterTest, InternsEachStackOnceRootFirstUnpacked) {
   EXPECT_EQ(rel_pc.at(frames[1]), 0x10u);
   EXPECT_EQ(threads, (std::set<uint64_t>{100, 101}));
   EXPECT_NEAR(static_cast<double>(timestamps[0]), 1000.0 + static_cast<double>(offset), 1e6);
+}
+
+TEST_F(PerfettoWriterTest, UserFramesComeFirstInTheirBinarysMapping) {
+  KernelInfo kernel;
+  kernel.text_address = 0xffffffff81000000;
+  UserStackSet user;
+  user.enabled = true;
+  user.binaries = {{"/usr/bin/app", "aabbccddeeff00112233445566778899aabbccdd"}};
+  UserStack s;
+  s.pid = 100;
+  // Leaf first: `three` with `inl` inlined into it, `main` at a return
+  // address (its ELF address, not its file offset), a frame in no file.
+  s.frames.push_back({0x555500001130, 0, 0x1130, 0x2130, {"inl+0x4", "three+0x10"}, "w.c:12"});
+  s.frames.push_back({0x555500001200, 0, 0x1200, 0x2200, {"main+0x8"}, ""});
+  s.frames.push_back({0x7ffff000, -1, 0, 0, {}, ""});
+  user.stacks[9] = s;
+  {
+    PerfettoWriter w(
+        path_, [](uint64_t ip) { return ip == 0xffffffff81000010 ? "leaf" : ""; }, kernel);
+    smt_trace_record r = record(5, 100, 100, 1000);
+    r.event.user_stack_id = 9;
+    w.write(r, "app", {0xffffffff81000010}, &user);
+    w.write(r, "app", {}, &user);  // no kernel frames: a user-mode sample
+    r.event.user_stack_id = kNoUserStack;
+    w.write(r, "app", {0xffffffff81000010}, &user);
+    w.finish();
+  }
+  std::map<uint64_t, std::vector<Field>> frames, mappings;
+  std::map<uint64_t, std::string> strings, build_ids;  // function names and paths; build ids
+  std::map<uint64_t, std::vector<uint64_t>> callstacks;
+  std::vector<std::pair<uint64_t, uint64_t>> samples;  // (callstack, cpu mode)
+  for (const auto& packet : packets()) {
+    for (const Field& i : fields_of(packet, 12)) {
+      auto interned = parse_message(i.bytes);
+      for (const Field& f : fields_of(interned, 6)) {
+        auto frame = parse_message(f.bytes);
+        frames[varints_of(frame, 1).at(0)] = frame;
+      }
+      for (const Field& f : fields_of(interned, 19)) {
+        auto m = parse_message(f.bytes);
+        mappings[varints_of(m, 1).at(0)] = m;
+      }
+      for (uint32_t n : {5u, 17u})
+        for (const Field& f : fields_of(interned, n)) {
+          auto str = parse_message(f.bytes);
+          strings[n << 16 | varints_of(str, 1).at(0)] = fields_of(str, 2).at(0).bytes;
+        }
+      for (const Field& f : fields_of(interned, 16)) {
+        auto str = parse_message(f.bytes);
+        build_ids[varints_of(str, 1).at(0)] = fields_of(str, 2).at(0).bytes;
+      }
+      for (const Field& c : fields_of(interned, 7)) {
+        auto cs = parse_message(c.bytes);
+        callstacks[varints_of(cs, 1).at(0)] = varints_of(cs, 2);
+      }
+    }
+    for (const Field& f : fields_of(packet, 66)) {
+      auto sample = parse_message(f.bytes);
+      samples.emplace_back(varints_of(sample, 4).at(0), varints_of(sample, 5).at(0));
+    }
+  }
+  // Each frame as "path:rel_pc:function", root first.
+  const auto describe = [&](uint64_t callstack) {
+    std::vector<std::string> out;
+    for (uint64_t id : callstacks.at(callstack)) {
+      const auto& frame = frames.at(id);
+      const auto& m = mappings.at(varints_of(frame, 3).at(0));
+      auto fn = varints_of(frame, 2);
+      char pc[24];
+      snprintf(pc, sizeof(pc), "%llx", static_cast<unsigned long long>(varints_of(frame, 4).at(0)));
+      out.push_back(strings.at(17 << 16 | varints_of(m, 7).at(0)) + ":" + pc + ":" +
+                    (fn.empty() ? "" : strings.at(5 << 16 | fn[0])));
+    }
+    return out;
+  };
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(describe(samples[0].first),
+            (std::vector<std::string>{"[unknown]:7fffefff:", "/usr/bin/app:21ff:main",
+                                      "/usr/bin/app:2130:three", "/usr/bin/app:2130:inl (inlined)",
+                                      "[kernel.kallsyms]:10:leaf"}));
+  EXPECT_EQ(samples[0].second, 1u);  // kernel mode: the leaf is the kernel's
+  EXPECT_EQ(
+      describe(samples[1].first),
+      (std::vector<std::string>{"[unknown]:7fffefff:", "/usr/bin/app:21ff:main",
+                                "/usr/bin/app:2130:three", "/usr/bin/app:2130:inl (inlined)"}));
+  EXPECT_EQ(samples[1].second, 2u);  // user mode
+  EXPECT_EQ(describe(samples[2].first), std::vector<std::string>{"[kernel.kallsyms]:10:leaf"});
+  EXPECT_EQ(samples[2].second, 1u);
+  // The binary's mapping: its build id as raw bytes, an empty range.
+  ASSERT_EQ(mappings.size(), 3u);  // the kernel, the app, [unknown]
+  for (const auto& [iid, m] : mappings) {
+    if (strings.at(17 << 16 | varints_of(m, 7).at(0)) != "/usr/bin/app") continue;
+    EXPECT_EQ(build_ids.at(varints_of(m, 2).at(0)),
+              std::string("\xaa\xbb\xcc\xdd\xee\xff\x00\x11\x22\x33\x44\x55\x66\x77\x88\x99"
+                          "\xaa\xbb\xcc\xdd",
+                          20));
+    EXPECT_TRUE(varints_of(m, 4).empty() && varints_of(m, 5).empty());
+  }
 }
 
 TEST_F(PerfettoWriterTest, ABadPathFailsAtOnceAndNothingIsLeftUnfinished) {

@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 #include <regex>
 #include <set>
+#include <tuple>
 
 #include "daemon/export/proto_wire.h"
 #include "tests/proto_reader.h"
@@ -216,6 +218,115 @@ TEST(PprofTest, WeightsAreASecondValueInTheirUnit) {
   Profile offcpu(encode_pprof(snap, names(), {}));
   EXPECT_EQ(offcpu.sample_types()[1],
             (std::pair<std::string, std::string>{"offcpu", "nanoseconds"}));
+}
+
+// --user-stacks: stack 7 split between two user stacks and the `other` entry.
+Snapshot with_user_stacks() {
+  Snapshot snap = two_stacks();
+  snap.user.enabled = true;
+  snap.user.binaries = {{"/usr/bin/app", "aabbccddeeff00112233445566778899aabbccdd"},
+                        {"/usr/lib/libc.so.6", ""}};
+  UserStack app;
+  app.pid = 812;
+  // Leaf first: a function inlined into `three`, then `two` at a return
+  // address, then a frame in libc that did not resolve, then one in no file.
+  app.frames.push_back({0x55550000a130, 0, 0x1130, 0x1130, {"inl+0x4", "three+0x10"}, "w.c:12"});
+  app.frames.push_back({0x55550000a200, 0, 0x1200, 0x1200, {"two+0x8"}, ""});
+  app.frames.push_back({0x7f0000029d90, 1, 0x29d90, 0, {}, ""});
+  app.frames.push_back({0x7ffff000, -1, 0, 0, {}, ""});
+  snap.user.stacks[3] = app;
+  UserStack other_app;
+  other_app.frames.push_back({0x55660000a200, 0, 0x1200, 0x1200, {"two+0x8"}, ""});
+  snap.user.stacks[4] = other_app;
+  KeyCount a, b, other;
+  a.key.ustack = 3;
+  a.count = a.weight = 3;
+  b.key.ustack = 4;
+  b.count = b.weight = 1;
+  other.other = true;
+  other.count = other.weight = 1;
+  snap.stacks[0].by = {a, b, other};
+  snap.stacks[1].by = {other};
+  snap.stacks[1].by[0].count = snap.stacks[1].by[0].weight = 2;
+  return snap;
+}
+
+TEST(PprofTest, UserFramesFollowTheKernelsInTheirBinarysMapping) {
+  const Snapshot snap = with_user_stacks();
+  Profile p(encode_pprof(snap, names(), {}));
+  std::map<uint64_t, std::vector<Field>> location, mapping;
+  for (const auto& loc : p.messages(4)) location[varints_of(loc, 1).at(0)] = loc;
+  for (const auto& m : p.messages(3)) mapping[varints_of(m, 1).at(0)] = m;
+  std::map<uint64_t, std::pair<std::string, std::string>> function;  // id -> (name, file)
+  for (const auto& fn : p.messages(5)) {
+    auto file = varints_of(fn, 4);
+    function[varints_of(fn, 1).at(0)] = {p.strings.at(varints_of(fn, 2).at(0)),
+                                         file.empty() ? "" : p.strings.at(file[0])};
+  }
+  // Per sample, leaf first: "K:address" for kernel frames, "U<mapping>:address".
+  std::multiset<std::pair<std::vector<std::string>, uint64_t>> samples;
+  for (const auto& s : p.messages(2)) {
+    std::vector<std::string> frames;
+    for (uint64_t id : varints_of(s, 1)) {
+      const auto& loc = location.at(id);
+      auto m = varints_of(loc, 2);
+      char buf[64];
+      snprintf(buf, sizeof(buf), "%s%llu:%llx", m.empty() || m[0] != 1 ? "U" : "K",
+               m.empty() ? 0ull : static_cast<unsigned long long>(m[0]),
+               static_cast<unsigned long long>(varints_of(loc, 3).at(0)));
+      frames.push_back(buf);
+    }
+    samples.insert({frames, varints_of(s, 2).at(0)});
+  }
+  using Sample = std::pair<std::vector<std::string>, uint64_t>;
+  EXPECT_EQ(samples,
+            (std::multiset<Sample>{
+                // Return addresses less one; the frame in no file keeps its address.
+                {{"K1:ffffffff81000010", "K1:ffffffff81000100", "U2:1130", "U2:11ff", "U3:29d8f",
+                  "U0:7fffefff"},
+                 3},
+                {{"K1:ffffffff81000010", "K1:ffffffff81000100", "U2:1200"}, 1},
+                {{"K1:ffffffff81000010", "K1:ffffffff81000100"}, 1},
+                {{"K1:ffffffff81000020", "K1:ffffffff81000100", "K1:ffffffffc0000000"}, 2}}));
+
+  // The inlined frame: two lines, innermost first, file:line on it.
+  std::vector<std::tuple<std::string, std::string, uint64_t>> lines;
+  for (const auto& [id, loc] : location)
+    if (varints_of(loc, 3).at(0) == 0x1130)
+      for (const Field& l : fields_of(loc, 4)) {
+        auto line = parse_message(l.bytes);
+        auto number = varints_of(line, 2);
+        const auto& fn = function.at(varints_of(line, 1).at(0));
+        lines.emplace_back(fn.first, fn.second, number.empty() ? 0 : number[0]);
+      }
+  EXPECT_EQ(lines, (std::vector<std::tuple<std::string, std::string, uint64_t>>{{"inl", "w.c", 12},
+                                                                                {"three", "", 0}}));
+  for (const auto& [id, loc] : location)
+    if (varints_of(loc, 3).at(0) == 0x29d8f || varints_of(loc, 3).at(0) == 0x7fffefff)
+      EXPECT_TRUE(fields_of(loc, 4).empty()) << "an unresolved frame has no line";
+
+  // The kernel's mapping, then one per binary: path, build id, addresses
+  // from 0 (file offsets), what its frames resolved to.
+  ASSERT_EQ(mapping.size(), 3u);
+  const auto& app = mapping.at(2);
+  EXPECT_EQ(p.strings.at(varints_of(app, 5).at(0)), "/usr/bin/app");
+  EXPECT_EQ(p.strings.at(varints_of(app, 6).at(0)), "aabbccddeeff00112233445566778899aabbccdd");
+  EXPECT_TRUE(varints_of(app, 2).empty() || varints_of(app, 2)[0] == 0);  // memory_start
+  EXPECT_TRUE(varints_of(app, 4).empty() || varints_of(app, 4)[0] == 0);  // file_offset
+  EXPECT_EQ(varints_of(app, 3), std::vector<uint64_t>{0x1201});           // past the highest
+  for (uint32_t flag : {7, 8, 9, 10}) EXPECT_EQ(varints_of(app, flag), std::vector<uint64_t>{1});
+  const auto& libc = mapping.at(3);
+  EXPECT_EQ(p.strings.at(varints_of(libc, 5).at(0)), "/usr/lib/libc.so.6");
+  EXPECT_TRUE(varints_of(libc, 6).empty());
+  for (uint32_t flag : {7, 8, 9, 10}) EXPECT_TRUE(varints_of(libc, flag).empty()) << flag;
+}
+
+TEST(PprofTest, WithoutUserStacksNoUserMapping) {
+  Snapshot snap = with_user_stacks();
+  snap.user.enabled = false;
+  Profile p(encode_pprof(snap, names(), {}));
+  EXPECT_EQ(p.messages(3).size(), 1u);
+  EXPECT_EQ(p.messages(2).size(), 2u);
 }
 
 TEST(DeltaSnapshotTest, SubtractsPerStackAndKey) {

@@ -9,18 +9,26 @@
 #      FSMB file the same totals, no labels;
 #   3. --profile HZ: samples/count and cpu/nanoseconds at 1e9/HZ;
 #      --sum: a second sample type whose total is the JSON's sum;
-#   4. bad input: one line naming the problem, a non-zero exit.
-#   pprof_test.sh STACKMAPD PYTHON ATTR_WORKLOAD
+#   4. --user-stacks with tests/workloads/ustack_workload.c: pprof -traces
+#      shows main -> one -> two -> three above the kernel frames, each
+#      function's -top cum equals the JSON's events, the binary's mapping
+#      carries its build id (readelf -n) and path; offline (decode
+#      --user-symbols-from) the same, and without the binary's copy the
+#      frames stay in that mapping, unresolved;
+#   5. bad input: one line naming the problem, a non-zero exit.
+#   pprof_test.sh STACKMAPD PYTHON ATTR_WORKLOAD USTACK_WORKLOAD
 set -u
 BIN=$1
 PY=${2:-python3}
 WORKLOAD=$3
+USTACK=$4
 PPROF=/usr/lib/go-1.19/pkg/tool/linux_amd64/pprof
 PROTO_DIR=/usr/share/gocode/src/github.com/google/pprof/proto
 
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
-trap 'rm -rf "$tmp"' EXIT
+wpid=
+trap '[ -n "$wpid" ] && kill "$wpid" 2> /dev/null; rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/check_lib.sh"
 for tool in "$PPROF" "$PROTO_DIR/profile.proto" "$(command -v protoc)"; do
   [ -e "$tool" ] || { fail "$tool is missing: run scripts/deps.sh"; exit 1; }
@@ -35,12 +43,15 @@ raw_total() {
     awk -v i="${2:-0}" '/^Samples:/ {s = 1; next} /^Locations/ {s = 0}
       s && /^ *[0-9]+( +[0-9]+)*: / {sub(/:.*/, ""); split($0, v, " "); t += v[i + 1]} END {print t + 0}'
 }
-# session NAME ARGS...: a 2 s session (a workload called smtq_pp runs 2000 stat()s) into $tmp/NAME.
+# session NAME ARGS...: a 2 s session (a workload called smtq_pp runs 2000 stat()s once it has
+# attached) into $tmp/NAME.
 session() {
   local name=$1
   shift
   cp "$WORKLOAD" "$tmp/smtq_pp"
-  ( sleep 0.7; "$tmp/smtq_pp" stat 2000 2> /dev/null ) &
+  # Once attached (its "tracing ..." line): loading takes over a second on a busy machine.
+  ( for _ in $(seq 200); do grep -q "tracing" "$tmp/$name.err" 2> /dev/null && break; sleep 0.05; done
+    "$tmp/smtq_pp" stat 2000 2> /dev/null ) &
   timeout 30 "$BIN" "$@" --duration 2 --output "$tmp/$name" --pprof "$tmp/$name.pb.gz" \
     > "$tmp/$name.out" 2> "$tmp/$name.err"
   local rc=$?
@@ -120,7 +131,85 @@ check "--sum bytes_alloc: events/count and bytes_alloc/bytes" \
 check "--sum bytes_alloc: the weights add up to the JSON's sum ($bytes)" \
   '[ "$bytes" -gt 0 ] && [ "$(raw_total "$tmp/sum.pb.gz" 1)" -eq "$bytes" ]'
 
-# --- 4. bad input -------------------------------------------------------------
+# --- 4. --user-stacks ----------------------------------------------------------
+# ustack_traces FILE: from pprof -traces, each trace that holds
+# ustack_level_three on a line, leaf first, kernel frames as "K" (runs of
+# them as one).
+ustack_traces() {
+  awk 'function flush() {if (t ~ / ustack_level_three /) print t; t = last = ""; first = 0}
+    /^-+\+-+$/ {flush(); first = 1; next}
+    first && /^ *[^ ]+ +[^ ]/ {sub(/^ *[^ ]+ +/, ""); first = 0}
+    {sub(/^ +/, ""); f = ($0 ~ /^(ustack_level_|main$|__libc|\[)/) ? $0 : "K"
+     if (f != "K" || last != "K") t = t " " f; last = f}
+    END {flush()}' "$1"
+}
+W=$tmp/ustack_pp
+cp "$USTACK" "$W"
+"$W" 30 > "$tmp/w.out" &
+wpid=$!
+for _ in $(seq 100); do grep -q ready "$tmp/w.out" 2> /dev/null && break; sleep 0.05; done
+timeout 30 "$BIN" --user-stacks --pid $wpid -e kmem:kmem_cache_alloc --duration 2 \
+  --output "$tmp/user" --pprof "$tmp/user.pb.gz" > /dev/null 2> "$tmp/user.err"
+rc=$?
+check "--user-stacks --pprof exits 0 ($(tail -1 "$tmp/user.err"))" '[ $rc -eq 0 ]'
+"$PPROF" -raw "$tmp/user.pb.gz" > "$tmp/user.raw" 2> "$tmp/user.raw.err"
+rc=$?
+check "--user-stacks: pprof -raw accepts it ($(head -1 "$tmp/user.raw.err"))" '[ $rc -eq 0 ]'
+ubits=$(counted_of "$tmp/user/stack_map_stat")
+check "--user-stacks: its samples add up to the session's hits ($ubits)" \
+  '[ "$(raw_total "$tmp/user.pb.gz")" -eq "${ubits:--1}" ]'
+build_id=$(readelf -n "$W" | awk '/Build ID:/ {print $3}')
+check "--user-stacks: the workload's mapping carries its path and build id ($build_id, readelf -n)" \
+  '[ -n "$build_id" ] && awk "/^Mappings/ {m = 1} m" "$tmp/user.raw" | grep -qE "^ *[0-9]+: 0x0/0x[0-9a-f]+/0x0 $W $build_id \[FN\]"'
+check "--user-stacks: the kernel's mapping is still there, first" \
+  'awk "/^Mappings/ {getline; print; exit}" "$tmp/user.raw" | grep -q "\[kernel.kallsyms\]"'
+user_check() {  # user_check NAME PROFILE
+  local name=$1  # check's condition runs in check, where $1 is its own
+  "$PPROF" -traces "$2" > "$tmp/$name.traces" 2> /dev/null
+  ustack_traces "$tmp/$name.traces" > "$tmp/$name.user"
+  check "$name pprof -traces: kernel frames, then three, two, one, main ($(head -1 "$tmp/$name.user"))" \
+    '[ -s "$tmp/$name.user" ] && ! grep -vq "^ K ustack_level_three ustack_level_two ustack_level_one main" "$tmp/$name.user"'
+  "$PPROF" -top -cum -nodecount=100000 "$2" > "$tmp/$name.top" 2> /dev/null
+  local fn want got
+  for fn in ustack_level_one ustack_level_three; do
+    # The events whose user stack holds fn, from the JSON.
+    want=$(j "sum(e['count'] for s in d['stacks'] for e in s.get('by', []) if any(f['symbols'] and f['symbols'][-1].startswith('$fn+') for u in d['user_stacks']['stacks'] if u['user_stack_id'] == e.get('user_stack_id') for f in u['frames']))" "$tmp/user/stack_map.json")
+    got=$(awk -v f="$fn" '$NF == f {print $4; exit}' "$tmp/$name.top")
+    check "$name pprof -top -cum: $fn's cum is its JSON events ($got, want $want)" \
+      '[ "${want:-0}" -gt 1000 ] && [ "$got" = "$want" ]'
+  done
+}
+user_check live "$tmp/user.pb.gz"
+kill $wpid 2> /dev/null
+wait $wpid 2> /dev/null
+wpid=
+rm -f "$W"
+"$BIN" decode "$tmp/user/stack_map.json" --user-symbols-from "$tmp/user" --pprof "$tmp/off.pb.gz" \
+  > "$tmp/off.out" 2> "$tmp/off.err"
+rc=$?
+check "offline decode --user-symbols-from --pprof exits 0, prints nothing ($(tail -1 "$tmp/off.err"))" \
+  '[ $rc -eq 0 ] && [ ! -s "$tmp/off.out" ]'
+user_check offline "$tmp/off.pb.gz"
+# Without the binary's copy its frames do not resolve: addresses in its mapping.
+mkdir -p "$tmp/nobin/binaries"
+"$BIN" decode "$tmp/user/stack_map.json" --user-symbols-from "$tmp/nobin" --pprof "$tmp/nobin.pb.gz" \
+  > /dev/null 2>&1
+"$PPROF" -raw "$tmp/nobin.pb.gz" > "$tmp/nobin.raw" 2> /dev/null
+check "unresolved user frames: the workload's mapping without [FN], its locations with no function" \
+  'grep -qE "^ *[0-9]+: 0x0/0x[0-9a-f]+/0x0 $W $build_id *\$" "$tmp/nobin.raw" && ! grep -q ustack_level "$tmp/nobin.raw"'
+"$PPROF" -traces "$tmp/nobin.pb.gz" > "$tmp/nobin.traces" 2> /dev/null
+check "unresolved user frames: pprof -traces names their binary ([ustack_pp])" \
+  'grep -qE "^ +\[ustack_pp\]\$" "$tmp/nobin.traces"'
+# With the binary back at its path, pprof symbolizes those addresses itself
+# (binutils, through the mapping's start and offset): ours are file offsets
+# as its format means them.
+cp "$USTACK" "$W"
+"$PPROF" -traces "$tmp/nobin.pb.gz" > "$tmp/resym.traces" 2> "$tmp/resym.err"
+ustack_traces "$tmp/resym.traces" > "$tmp/resym.user"
+check "pprof's own symbolizer resolves our user addresses to three, two, one, main ($(head -1 "$tmp/resym.user"))" \
+  '[ -s "$tmp/resym.user" ] && ! grep -vq "^ K ustack_level_three ustack_level_two ustack_level_one main" "$tmp/resym.user"'
+
+# --- 5. bad input -------------------------------------------------------------
 expect_error "cannot write in" "$BIN" --pprof /nonexistent/dir/p.pb.gz --duration 1
 expect_error "cannot write in" "$BIN" decode "$tmp/by/stack_map.json" --pprof /nonexistent/dir/p.pb.gz
 

@@ -106,6 +106,11 @@ class BpfSession {
   Snapshot snapshot();
   TableStats stats() const;
   const StackStore& store() const { return store_; }
+  // --user-stacks: the user stacks seen so far (null without it); a
+  // record's are there once the consumer has counted it.
+  const UserStackSet* user_stacks() const {
+    return user_table_.enabled() ? &user_stacks_.stacks() : nullptr;
+  }
   uint32_t bits() const { return table_.bits(); }
   uint32_t hash_seed() const { return hash_seed_; }
   uint32_t epoch() const { return consumer_.epoch(); }

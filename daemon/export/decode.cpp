@@ -22,6 +22,18 @@
 
 namespace stackmapd {
 
+namespace {
+
+// The kernel frames' names a stack_map.json gives (its "symbols").
+FrameNamer json_namer(const JsonExport& doc) {
+  return [&doc](uint64_t ip) {
+    auto it = doc.functions.find(ip);
+    return it == doc.functions.end() ? std::string() : it->second;
+  };
+}
+
+}  // namespace
+
 bool is_json_export(const std::string& path) {
   std::ifstream in(path);
   char c = 0;
@@ -46,12 +58,13 @@ void decode(const DecodeOptions& o, std::ostream& out) {
                   " has no user stacks; record with --user-stacks, or drop the option");
     if (user_stacks) {
       JsonExport doc = read_json_export(text.str(), o.file);
-      // User frames after the kernel's: --top, --folded and --svg from the snapshot.
+      // User frames after the kernel's: --top, --folded, --svg and --pprof from the snapshot.
       if (!o.user_symbols_from.empty()) resymbolize_user_stacks(doc.snap.user, o.user_symbols_from);
       if (!o.folded.empty() || !o.svg.empty())
         write_flame_outputs(flame_stacks(doc.snap, nullptr, &doc.functions), o.folded, o.svg, title,
                             out);
-      if (o.top || (o.folded.empty() && o.svg.empty()))
+      if (!o.pprof.empty()) write_pprof(o.pprof, doc.snap, json_namer(doc), {});
+      if (o.top || (o.folded.empty() && o.svg.empty() && o.pprof.empty()))
         out << format_top(doc.snap, o.top.value_or(0), nullptr, &doc.functions);
       return;
     }
@@ -63,12 +76,7 @@ void decode(const DecodeOptions& o, std::ostream& out) {
       write_flame_outputs(stacks_from_json(text.str(), o.file), o.folded, o.svg, title, out);
     if (!o.pprof.empty()) {
       const JsonExport doc = read_json_export(text.str(), o.file);
-      write_pprof(o.pprof, doc.snap,
-                  [&](uint64_t ip) {
-                    auto it = doc.functions.find(ip);
-                    return it == doc.functions.end() ? std::string() : it->second;
-                  },
-                  {});
+      write_pprof(o.pprof, doc.snap, json_namer(doc), {});
     }
     return;
   }

@@ -47,6 +47,7 @@ enum Process : uint32_t { kProcessPid = 1, kCmdline = 3 };
 enum Thread : uint32_t { kThreadTid = 1, kThreadName = 2, kTgid = 5 };
 constexpr uint64_t kClockBoottime = 6;
 constexpr uint64_t kCpuModeKernel = 1;
+constexpr uint64_t kCpuModeUser = 2;
 }  // namespace pf
 
 constexpr uint32_t kSequenceId = 1;
@@ -139,31 +140,96 @@ void PerfettoWriter::emit(const ProtoWriter& packet) {
   if (std::fwrite(trace.data().data(), 1, trace.size(), out_) != trace.size()) failed_ = true;
 }
 
+uint64_t PerfettoWriter::intern_function(const std::string& name, ProtoWriter& interned) {
+  auto [fn, added] = functions_.try_emplace(name, functions_.size() + 1);
+  if (added) interned.message(pf::kFunctionNames, interned_string(fn->second, name));
+  return fn->second;
+}
+
 uint64_t PerfettoWriter::intern_frame(uint64_t ip, ProtoWriter& interned) {
-  auto [it, added] = frames_.try_emplace(ip, frames_.size() + 1);
+  auto [it, added] = frames_.try_emplace(ip, next_frame_);
   if (!added) return it->second;
+  ++next_frame_;
   ProtoWriter frame;
   frame.varint(pf::kFrameIid, it->second);
-  if (std::string name = names_ ? names_(ip) : ""; !name.empty()) {
-    auto [fn, new_name] = functions_.try_emplace(name, functions_.size() + 1);
-    if (new_name) interned.message(pf::kFunctionNames, interned_string(fn->second, name));
-    frame.varint(pf::kFunctionNameId, fn->second);
-  }
+  if (std::string name = names_ ? names_(ip) : ""; !name.empty())
+    frame.varint(pf::kFunctionNameId, intern_function(name, interned));
   frame.varint(pf::kMappingId, kKernelMappingIid);
   frame.varint(pf::kRelPc, ip - text_);
   interned.message(pf::kFrames, frame);
   return it->second;
 }
 
-uint64_t PerfettoWriter::intern_callstack(uint32_t stack_id, const std::vector<uint64_t>& ips,
+// A user binary's mapping, interned with its first frame; frames in no file
+// (or whose process was gone) share one named "[unknown]", as perf names them.
+uint64_t PerfettoWriter::intern_user_mapping(const UserStackSet& set, int32_t binary,
+                                             ProtoWriter& interned) {
+  const bool in_file = binary >= 0 && static_cast<size_t>(binary) < set.binaries.size();
+  auto [it, added] = user_mappings_.try_emplace(in_file ? binary : -1, next_mapping_);
+  if (!added) return it->second;
+  ++next_mapping_;
+  ProtoWriter mapping;
+  mapping.varint(pf::kMappingIid, it->second);
+  if (in_file && !set.binaries[binary].build_id.empty()) {
+    interned.message(pf::kBuildIds,
+                     interned_string(next_string_, unhex(set.binaries[binary].build_id)));
+    mapping.varint(pf::kBuildId, next_string_++);
+  }
+  // One component, the whole path: Perfetto prefixes each with '/' and
+  // drops the doubled one a full path gets.
+  interned.message(
+      pf::kMappingPaths,
+      interned_string(next_string_, in_file ? set.binaries[binary].path : "[unknown]"));
+  mapping.varint(pf::kPathStringIds, next_string_++);
+  interned.message(pf::kMappings, mapping);
+  return it->second;
+}
+
+// One frame per function of `f`, root first: the function, then those
+// inlined into it ("name (inlined)", as the flame graphs show them); one
+// frame without a name when it did not resolve.
+void PerfettoWriter::intern_user_frames(const UserStackSet& set, const UserFrame& f, bool is_return,
+                                        std::vector<uint64_t>& frame_ids, ProtoWriter& interned) {
+  const bool in_file = f.binary >= 0 && static_cast<size_t>(f.binary) < set.binaries.size();
+  const uint64_t mapping = intern_user_mapping(set, f.binary, interned);
+  // An ELF address unknown (the binary was unreadable) is the file offset,
+  // which it equals in the text of most binaries.
+  uint64_t rel_pc = !in_file ? f.addr : f.elf_addr ? f.elf_addr : f.file_offset;
+  if (is_return && rel_pc) --rel_pc;
+  std::vector<std::string> names;
+  if (!f.symbols.empty()) names = user_frame_names(set, f, false);
+  if (names.empty()) names.emplace_back();
+  for (auto name = names.rbegin(); name != names.rend(); ++name) {
+    auto [it, added] = user_frames_.try_emplace({mapping, rel_pc, *name}, next_frame_);
+    if (added) {
+      ++next_frame_;
+      ProtoWriter frame;
+      frame.varint(pf::kFrameIid, it->second);
+      if (!name->empty()) frame.varint(pf::kFunctionNameId, intern_function(*name, interned));
+      frame.varint(pf::kMappingId, mapping);
+      frame.varint(pf::kRelPc, rel_pc);
+      interned.message(pf::kFrames, frame);
+    }
+    frame_ids.push_back(it->second);
+  }
+}
+
+uint64_t PerfettoWriter::intern_callstack(uint64_t key, const std::vector<uint64_t>& ips,
+                                          const UserStackSet* set, const UserStack* user,
                                           ProtoWriter& interned) {
+  std::vector<std::pair<int32_t, uint64_t>> user_frames;
+  if (user)
+    for (const UserFrame& f : user->frames) user_frames.emplace_back(f.binary, f.addr);
   // A reset lets an id name another stack: a changed one is interned anew.
-  Callstack& known = callstacks_[stack_id];
-  if (known.iid && known.ips == ips) return known.iid;
-  known = {next_callstack_++, ips};
+  Callstack& known = callstacks_[key];
+  if (known.iid && known.ips == ips && known.user == user_frames) return known.iid;
+  known = {next_callstack_++, ips, std::move(user_frames)};
   ProtoWriter callstack;
   callstack.varint(pf::kCallstackIid, known.iid);
   std::vector<uint64_t> frame_ids;
+  if (user)
+    for (size_t i = user->frames.size(); i-- > 0;)
+      intern_user_frames(*set, user->frames[i], i > 0, frame_ids, interned);
   for (auto ip = ips.rbegin(); ip != ips.rend(); ++ip)
     frame_ids.push_back(intern_frame(*ip, interned));
   for (uint64_t id : frame_ids) callstack.varint(pf::kFrameIds, id);  // root first, unpacked
@@ -196,17 +262,26 @@ void PerfettoWriter::name_thread(uint32_t pid, uint32_t tid, const std::string& 
 }
 
 void PerfettoWriter::write(const smt_trace_record& r, const std::string& comm,
-                           const std::vector<uint64_t>& ips) {
+                           const std::vector<uint64_t>& ips, const UserStackSet* user) {
   const smt_event_record& e = r.event;
   const uint64_t ts = r.ts_ns + boottime_offset_;
   name_thread(e.tgid, e.tid, comm, ts);
+  const UserStack* ustack = nullptr;
+  if (user)
+    if (auto it = user->stacks.find(e.user_stack_id);
+        it != user->stacks.end() && !it->second.frames.empty())
+      ustack = &it->second;
   ProtoWriter interned, sample, packet;
   sample.varint(pf::kCpu, e.cpu);
   sample.varint(pf::kPid, e.tgid);
   sample.varint(pf::kTid, e.tid);
-  if (!ips.empty())
-    sample.varint(pf::kSampleCallstackIid, intern_callstack(e.stack_id, ips, interned));
-  sample.varint(pf::kCpuMode, pf::kCpuModeKernel);
+  if (!ips.empty() || ustack)
+    sample.varint(
+        pf::kSampleCallstackIid,
+        intern_callstack(uint64_t{e.stack_id} << 32 | (ustack ? e.user_stack_id : kNoUserStack),
+                         ips, user, ustack, interned));
+  // The leaf's mode: kernel frames come innermost.
+  sample.varint(pf::kCpuMode, ips.empty() && ustack ? pf::kCpuModeUser : pf::kCpuModeKernel);
   packet.varint(pf::kTimestamp, ts);
   packet.varint(pf::kTimestampClockId, pf::kClockBoottime);
   packet.varint(pf::kTrustedPacketSequenceId, kSequenceId);

@@ -5,6 +5,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "daemon/export/breakdown.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/gzip.h"
 #include "daemon/export/proto_wire.h"
@@ -40,13 +41,30 @@ enum Mapping : uint32_t {
   kFilename = 5,
   kBuildId = 6,
   kHasFunctions = 7,
+  kHasFilenames = 8,
+  kHasLineNumbers = 9,
+  kHasInlineFrames = 10,
 };
 enum Location : uint32_t { kLocId = 1, kLocMappingId = 2, kAddress = 3, kLine = 4 };
-enum Line : uint32_t { kFunctionId = 1 };
-enum Function : uint32_t { kFuncId = 1, kName = 2, kSystemName = 3 };
+enum Line : uint32_t { kFunctionId = 1, kLineNumber = 2 };
+enum Function : uint32_t { kFuncId = 1, kName = 2, kSystemName = 3, kFuncFilename = 4 };
 }  // namespace pb
 
 constexpr uint64_t kKernelMappingId = 1;
+// --user-stacks: Snapshot::user.binaries[i] is mapping i + kFirstUserMappingId.
+constexpr uint64_t kFirstUserMappingId = 2;
+
+// "file:line" (UserFrame::srcline) -> its parts; line 0 when there is none.
+std::pair<std::string, uint64_t> split_srcline(const std::string& srcline) {
+  const size_t colon = srcline.rfind(':');
+  if (colon == std::string::npos || colon + 1 == srcline.size()) return {srcline, 0};
+  uint64_t line = 0;
+  for (size_t i = colon + 1; i < srcline.size(); ++i) {
+    if (srcline[i] < '0' || srcline[i] > '9') return {srcline, 0};
+    line = line * 10 + static_cast<uint64_t>(srcline[i] - '0');
+  }
+  return {srcline.substr(0, colon), line};
+}
 
 // Interned strings: index 0 is "", as pprof requires.
 class Strings {
@@ -118,7 +136,7 @@ std::pair<std::string, std::string> weight_type(const std::string& unit) {
 class Encoder {
  public:
   Encoder(const Snapshot& snap, const FrameNamer& names, const PprofOptions& opt)
-      : snap_(snap), names_(names), opt_(opt) {}
+      : snap_(snap), names_(names), opt_(opt), user_mappings_(snap.user.binaries.size()) {}
 
   std::string encode() {
     const bool weighted = !snap_.weight_unit.empty();
@@ -141,9 +159,16 @@ class Encoder {
                opt_.label_keys->end();
       });
 
-    for (const StackRecord& s : snap_.stacks) {
+    // --user-stacks: a sample per user stack too, its frames after the
+    // kernel's (leaf first: the kernel's innermost to the user's outermost).
+    const std::vector<StackRecord> split =
+        snap_.user.enabled ? split_by_user_stack(snap_.stacks) : std::vector<StackRecord>{};
+    for (const StackRecord& s : snap_.user.enabled ? split : snap_.stacks) {
       std::vector<uint64_t> locations;
       for (uint64_t ip : s.ips) locations.push_back(location(ip));
+      if (auto u = snap_.user.stacks.find(s.ustack); u != snap_.user.stacks.end())
+        for (size_t i = 0; i < u->second.frames.size(); ++i)
+          locations.push_back(user_location(u->second.frames[i], i > 0));
       std::map<std::vector<Label>, Values> samples;
       if (snap_.keys_requested && !s.by.empty()) {
         for (const KeyCount& k : s.by) {
@@ -177,6 +202,7 @@ class Encoder {
     }
 
     if (!locations_.empty()) write_mapping();
+    write_user_mappings();
     out_.append(locations_out_);
     out_.append(functions_out_);
     if (opt_.time_nanos) out_.varint(pb::kTimeNanos, static_cast<uint64_t>(opt_.time_nanos));
@@ -186,7 +212,8 @@ class Encoder {
       value_type(pb::kPeriodType, "cpu", "nanoseconds");
       out_.varint(pb::kPeriod, period);
     }
-    out_.varint(pb::kComment, strings_.id("stackmapd kernel stacks"));
+    out_.varint(pb::kComment, strings_.id(snap_.user.enabled ? "stackmapd kernel and user stacks"
+                                                             : "stackmapd kernel stacks"));
     if (!snap_.kernel.release.empty())
       out_.varint(pb::kComment, strings_.id("kernel " + snap_.kernel.release));
     for (const std::string& s : strings_.table()) out_.bytes(pb::kStringTable, s);
@@ -203,8 +230,9 @@ class Encoder {
 
   // Location ids start at 1: pprof rejects 0.
   uint64_t location(uint64_t ip) {
-    auto [it, added] = locations_.try_emplace(ip, locations_.size() + 1);
+    auto [it, added] = locations_.try_emplace(ip, next_location_);
     if (!added) return it->second;
+    ++next_location_;
     min_ip_ = std::min(min_ip_, ip);
     max_ip_ = std::max(max_ip_, ip);
     ProtoWriter loc;
@@ -213,7 +241,7 @@ class Encoder {
     loc.varint(pb::kAddress, shown(ip));
     if (std::string name = names_ ? names_(ip) : ""; !name.empty()) {
       ProtoWriter line;
-      line.varint(pb::kFunctionId, function(name));
+      line.varint(pb::kFunctionId, function(name, ""));
       loc.message(pb::kLine, line);
     }
     // Written after the samples, field by field: the records of a repeated
@@ -222,13 +250,54 @@ class Encoder {
     return it->second;
   }
 
-  uint64_t function(const std::string& name) {
-    auto [it, added] = functions_.try_emplace(name, functions_.size() + 1);
+  // A user frame. Its address is its offset in its binary's file, which is
+  // what the binary's mapping (memory_start 0, file_offset 0) maps it to: the
+  // same in every process and under ASLR, and what a symbolizer needs with
+  // the build id. A return address is written less one, inside the call, as
+  // profile.proto allows and as it was symbolized. A frame in no file keeps
+  // its address, without a mapping.
+  uint64_t user_location(const UserFrame& f, bool is_return) {
+    const bool in_file =
+        f.binary >= 0 && static_cast<size_t>(f.binary) < snap_.user.binaries.size();
+    const uint64_t mapping = in_file ? kFirstUserMappingId + static_cast<uint64_t>(f.binary) : 0;
+    uint64_t address = in_file ? f.file_offset : f.addr;
+    if (is_return && address) --address;
+    auto [it, added] = user_locations_.try_emplace({mapping, address}, next_location_);
+    if (!added) return it->second;
+    ++next_location_;
+    ProtoWriter loc;
+    loc.varint(pb::kLocId, it->second);
+    if (mapping) loc.varint(pb::kLocMappingId, mapping);
+    loc.varint(pb::kAddress, address);
+    // Innermost inlined function first, the one they were inlined into
+    // last, as profile.proto orders a location's lines; file:line is known
+    // for the innermost only.
+    const auto [file, line_number] = split_srcline(f.srcline);
+    for (size_t i = 0; i < f.symbols.size(); ++i) {
+      ProtoWriter line;
+      line.varint(pb::kFunctionId, function(user_function_name(f.symbols[i]), i ? "" : file));
+      if (!i && line_number) line.varint(pb::kLineNumber, line_number);
+      loc.message(pb::kLine, line);
+    }
+    if (in_file) {
+      UserMapping& m = user_mappings_[static_cast<size_t>(f.binary)];
+      m.used = true;
+      m.limit = std::max(m.limit, address + 1);
+      m.functions |= !f.symbols.empty();
+      m.lines |= !f.symbols.empty() && line_number;
+    }
+    locations_out_.message(pb::kLocation, loc);
+    return it->second;
+  }
+
+  uint64_t function(const std::string& name, const std::string& file) {
+    auto [it, added] = functions_.try_emplace({name, file}, functions_.size() + 1);
     if (added) {
       ProtoWriter fn;
       fn.varint(pb::kFuncId, it->second);
       fn.varint(pb::kName, strings_.id(name));
       fn.varint(pb::kSystemName, strings_.id(name));
+      if (!file.empty()) fn.varint(pb::kFuncFilename, strings_.id(file));
       functions_out_.message(pb::kFunction, fn);
     }
     return it->second;
@@ -247,13 +316,46 @@ class Encoder {
     out_.message(pb::kMapping, m);
   }
 
+  // One mapping per binary the samples use, as if the file were mapped
+  // whole at address 0: memory_start 0 and file_offset 0 (not written:
+  // protobuf's default), so an address is the file offset. The has_* flags
+  // say what its locations carry (any one, as pprof's own symbolizer sets
+  // them): file:line comes with debug info, which also gives inlined frames.
+  void write_user_mappings() {
+    for (size_t b = 0; b < user_mappings_.size(); ++b) {
+      const UserMapping& u = user_mappings_[b];
+      if (!u.used) continue;
+      const UserBinary& binary = snap_.user.binaries[b];
+      ProtoWriter m;
+      m.varint(pb::kMappingId, kFirstUserMappingId + b);
+      m.varint(pb::kMemoryLimit, u.limit);
+      m.varint(pb::kFilename, strings_.id(binary.path));
+      if (!binary.build_id.empty()) m.varint(pb::kBuildId, strings_.id(binary.build_id));
+      if (u.functions) m.varint(pb::kHasFunctions, 1);
+      if (u.lines) {
+        m.varint(pb::kHasFilenames, 1);
+        m.varint(pb::kHasLineNumbers, 1);
+        m.varint(pb::kHasInlineFrames, 1);
+      }
+      out_.message(pb::kMapping, m);
+    }
+  }
+
+  struct UserMapping {
+    bool used = false, functions = false, lines = false;
+    uint64_t limit = 0;  // one past the highest address written
+  };
+
   const Snapshot& snap_;
   const FrameNamer& names_;
   const PprofOptions& opt_;
+  std::vector<UserMapping> user_mappings_;  // by binary
   Strings strings_;
   ProtoWriter out_;
-  std::unordered_map<uint64_t, uint64_t> locations_;
-  std::unordered_map<std::string, uint64_t> functions_;
+  std::unordered_map<uint64_t, uint64_t> locations_;                  // kernel ip -> id
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> user_locations_;  // (mapping, address) -> id
+  uint64_t next_location_ = 1;
+  std::map<std::pair<std::string, std::string>, uint64_t> functions_;  // (name, file) -> id
   ProtoWriter locations_out_, functions_out_;
   uint64_t min_ip_ = UINT64_MAX, max_ip_ = 0;
 };

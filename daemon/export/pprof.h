@@ -7,15 +7,23 @@
 // pprof cannot symbolize C binaries) -> encode_pprof -> gzipped profile.proto.
 // For an endpoint's "last N seconds": delta_snapshot(before, after) first.
 //
-//   Sample      one per (stack, key): location ids leaf first, as our ips;
-//               values [events|samples count], [cpu nanoseconds] with
-//               --profile HZ, [the weight] with --sum/--offcpu;
-//               the --by keys as labels (pid, tid, cpu numeric with a unit,
-//               since Go drops a numeric 0 without one; the rest strings).
-//   Location    one per distinct address, its function when it resolves.
-//   Mapping     one: the kernel ("[kernel.kallsyms]", as perf names it), its
+//   Sample      one per (stack, user stack, key): location ids leaf first,
+//               our ips, then --user-stacks' frames innermost first (the
+//               folded export's order reversed); values [events|samples
+//               count], [cpu nanoseconds] with --profile HZ, [the weight]
+//               with --sum/--offcpu; the --by keys as labels (pid, tid, cpu
+//               numeric with a unit, since Go drops a numeric 0 without one;
+//               the rest strings).
+//   Location    one per distinct address, its function when it resolves; a
+//               user frame's address is its file offset (a return address
+//               less one), its lines the inlined functions innermost first,
+//               the innermost with file:line when debug info had it.
+//   Mapping     the kernel ("[kernel.kallsyms]", as perf names it), its
 //               GNU build id (/sys/kernel/notes) so a symbolizer can find
-//               the matching vmlinux later.
+//               the matching vmlinux later; and one per user binary: its
+//               path, build id, memory_start = file_offset = 0 (so that an
+//               address is a file offset: the same in every process), the
+//               has_* flags from what its frames resolved to.
 #pragma once
 
 #include <cstdint>

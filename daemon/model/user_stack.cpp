@@ -18,12 +18,12 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-std::string without_offset(const std::string& symbol) {
+}  // namespace
+
+std::string user_function_name(const std::string& symbol) {
   const size_t plus = symbol.rfind("+0x");
   return plus == std::string::npos ? symbol : symbol.substr(0, plus);
 }
-
-}  // namespace
 
 std::vector<std::string> user_frame_names(const UserStackSet& set, const UserFrame& f,
                                           bool with_offsets) {
@@ -37,7 +37,7 @@ std::vector<std::string> user_frame_names(const UserStackSet& set, const UserFra
   std::vector<std::string> out;
   for (size_t i = 0; i < f.symbols.size(); ++i) {
     const bool inlined = i + 1 < f.symbols.size();
-    std::string name = with_offsets && !inlined ? f.symbols[i] : without_offset(f.symbols[i]);
+    std::string name = with_offsets && !inlined ? f.symbols[i] : user_function_name(f.symbols[i]);
     if (inlined) name += " (inlined)";
     if (with_offsets && !bin.empty()) name += " (" + bin + ")";
     out.push_back(std::move(name));

@@ -46,5 +46,7 @@ struct UserStackSet {
 // "func (inlined)", unresolved "[binary]+0xoff" or "0x7f..."; outermost last.
 std::vector<std::string> user_frame_names(const UserStackSet& set, const UserFrame& f,
                                           bool with_offsets);
+// A symbol of UserFrame::symbols without its offset: the function's name.
+std::string user_function_name(const std::string& symbol);
 
 }  // namespace stackmapd

@@ -74,7 +74,7 @@ Snapshot trace(TraceOptions options) {
         // Counted before the sink runs, so the store holds the frames.
         static const std::vector<uint64_t> none;
         const StackRecord* s = session.store().find(r.event.stack_id);
-        perfetto->write(r, comm, s ? s->ips : none);
+        perfetto->write(r, comm, s ? s->ips : none, session.user_stacks());
       }
     });
   std::string names;

@@ -7,9 +7,17 @@
 #   - callstack frame ids are written unpacked (Perfetto's decoder needs it);
 #   - frames run root first: each callstack, reversed, is a stack of the
 #     session's stack_map.json (rel_pc + the mapping's start = its ips);
+#   - --user-stacks: user frames come before the kernel's, each callstack's
+#     are a user stack of the JSON (binary path, rel_pc = its ELF address,
+#     a return address less one, one frame per inlined function), a user
+#     binary's mapping has an empty range; cpu_mode is kernel (1) with
+#     kernel frames, else user (2);
 #   - every PerfSample's thread is named by a ProcessTree packet before it;
 #   - timestamps are BOOTTIME (clock id 6) within [BOOT_START, BOOT_END].
-# Prints "samples N" (one PerfSample per event: the caller compares the hits).
+# Prints "samples N" (one PerfSample per event: the caller compares the hits),
+# and for user frames "umapping PATH BUILD_ID", "uframe PATH REL_PC FUNCTION"
+# (for addr2line) and "ucallstack NAMES" per callstack, root first, runs of
+# kernel frames as K.
 #   check_trace.py TRACE STACK_MAP_JSON BOOT_START_NS BOOT_END_NS
 import json
 import sys
@@ -55,8 +63,25 @@ def main():
     trace, stack_json, boot_start, boot_end = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     doc = json.load(open(stack_json))
     stacks = {tuple(int(ip, 16) for ip in s["ips"]) for s in doc["stacks"]}
+    # Each JSON user stack as Perfetto frames root first: (path, rel_pc).
+    user_stacks = set()
+    for us in doc.get("user_stacks", {}).get("stacks", []):
+        n = len(us["frames"])
+        want = []
+        for i in reversed(range(n)):
+            f = us["frames"][i]
+            if "path" in f:
+                pc = int(f.get("elf_addr", f["file_offset"]), 16)
+            else:
+                pc = int(f["address"], 16)
+            if i > 0 and pc:
+                pc -= 1
+            want += [(f.get("path", "[unknown]"), pc)] * max(1, len(f["symbols"]))
+        user_stacks.add(tuple(want))
     errors = []
-    callstacks, frames, names, mappings, threads = {}, {}, set(), {}, set()
+    callstacks, frames, names, mappings, threads = {}, {}, {}, {}, set()
+    paths, build_ids, user_frames, user_mappings = {}, {}, set(), set()
+    modes, frame_msgs, callstack_names = {}, {}, []
     samples = stacks_checked = 0
     data = open(trace, "rb").read()
     for i, (num, wt, pkt) in enumerate(fields(data)):
@@ -77,18 +102,38 @@ def main():
                 if n == 5:
                     if iid in names:
                         errors.append("function name %d interned twice" % iid)
-                    names.add(iid)
+                    names[iid] = get(m, 2).decode()
+                elif n == 17:
+                    paths[iid] = get(m, 2).decode()
+                elif n == 16:
+                    build_ids[iid] = get(m, 2).hex()
                 elif n == 19:
-                    mappings[iid] = get(m, 4, 0)
+                    path = paths.get(get(m, 7))
+                    if path is None:
+                        errors.append("mapping %d: path %s not interned before it" % (iid, get(m, 7)))
+                    kernel = path == "[kernel.kallsyms]"
+                    if not kernel:
+                        if get(m, 4, 0) != get(m, 5, 0):
+                            errors.append("user mapping %d (%s) has a range: Perfetto would "
+                                          "bind it to one process" % (iid, path))
+                        user_mappings.add((path, build_ids.get(get(m, 2), "-")))
+                    mappings[iid] = (get(m, 4, 0), kernel, path)
                 elif n == 6:
                     if iid in frames:
                         errors.append("frame %d interned twice" % iid)
+                    frame_msgs[iid] = m
                     fn, mp = get(m, 2), get(m, 3)
                     if fn is not None and fn not in names:
                         errors.append("frame %d names function %d before it is interned" % (iid, fn))
                     if mp not in mappings:
                         errors.append("frame %d uses mapping %s before it is interned" % (iid, mp))
-                    frames[iid] = get(m, 4, 0) + mappings.get(mp, 0)
+                    start, kernel, path = mappings.get(mp, (0, True, "?"))
+                    if kernel:
+                        frames[iid] = (True, get(m, 4, 0) + start)
+                    else:
+                        frames[iid] = (False, (path, get(m, 4, 0)))
+                        if fn is not None:
+                            user_frames.add((path, get(m, 4, 0), names.get(fn, "?")))
                 elif n == 7:
                     if iid in callstacks:
                         errors.append("callstack %d interned twice" % iid)
@@ -103,10 +148,27 @@ def main():
                             errors.append("callstack %d uses frame %d before it is interned" % (iid, fv))
                         ids.append(fv)
                     callstacks[iid] = ids
-                    ips = tuple(frames.get(f, 0) for f in reversed(ids))
-                    if ips not in stacks:
+                    kinds = [frames.get(f, (True, 0)) for f in ids]
+                    user = [v for k, v in kinds if not k]
+                    ips = tuple(v for k, v in reversed(kinds) if k)
+                    if kinds != [(False, u) for u in user] + [(True, ip) for ip in reversed(ips)]:
+                        errors.append("callstack %d: a user frame after a kernel frame (not root "
+                                      "first?)" % iid)
+                    if ips and ips not in stacks:
                         errors.append("callstack %d, reversed, is no stack of %s (not root first?)"
                                       % (iid, stack_json))
+                    if user and tuple(user) not in user_stacks:
+                        errors.append("callstack %d: its user frames %s are no user stack of %s"
+                                      % (iid, user[:3], stack_json))
+                    modes[iid] = 1 if ips else 2
+                    shown = []
+                    for f in ids:
+                        k, v = frames.get(f, (True, 0))
+                        fn = get(frame_msgs.get(f, []), 2)
+                        name = "K" if k else names.get(fn, "?") if fn else "?"
+                        if name != "K" or not shown or shown[-1] != "K":
+                            shown.append(name)
+                    callstack_names.append(" ".join(shown))
                     stacks_checked += 1
         tree = get(p, 2)
         if tree is not None:
@@ -122,8 +184,8 @@ def main():
                 errors.append("packet %d: callstack %s used before it is interned" % (i, cs))
             if get(s, 3) not in threads:
                 errors.append("packet %d: thread %s not named before its sample" % (i, get(s, 3)))
-            if get(s, 5) != 1:
-                errors.append("packet %d: cpu_mode %s, not kernel (1)" % (i, get(s, 5)))
+            if get(s, 5) != modes.get(cs, 1):
+                errors.append("packet %d: cpu_mode %s, not %d" % (i, get(s, 5), modes.get(cs, 1)))
             if get(p, 58) != 6:
                 errors.append("packet %d: clock %s, not BOOTTIME (6)" % (i, get(p, 58)))
             ts = get(p, 8, 0)
@@ -137,6 +199,13 @@ def main():
     print("samples %d" % samples)
     print("callstacks %d (each one a stack of the JSON: %d)" % (len(callstacks), stacks_checked))
     print("threads %d" % len(threads))
+    for path, build_id in sorted(user_mappings):
+        print("umapping %s %s" % (path, build_id))
+    for path, pc, fn in sorted(user_frames):
+        print("uframe %s 0x%x %s" % (path, pc, fn))
+    if user_mappings:
+        for names_root_first in callstack_names:
+            print("ucallstack " + names_root_first)
     sys.exit(1 if errors else 0)
 
 
