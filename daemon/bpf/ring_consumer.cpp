@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "daemon/sys/error.h"
@@ -225,8 +226,11 @@ void RingConsumer::take_trace(const smt_trace_record& r) {
 
 // A buffer sent whole: the rest of what was read of it in place.
 void RingConsumer::on_trace_buf(const void* data, size_t size) {
-  smt_trace_buf head;  // its header only: data[] is read where it is
-  std::memcpy(&head, data, SMT_TRACE_HEADER);
+  struct {
+    uint32_t seq, bytes, events;
+  } head;  // smt_trace_buf's first fields; data[] is read where it is
+  static_assert(sizeof(head) == SMT_TRACE_HEADER && offsetof(smt_trace_buf, data) == sizeof(head));
+  std::memcpy(&head, data, sizeof(head));
   const uint32_t batch = SMT_SEQ_BATCH(head.seq), n = head.seq & kSeqMask;
   if (batch >= cursors_.size() || head.bytes > SMT_TRACE_BYTES ||
       size != SMT_TRACE_RECORD_SIZE(head.bytes)) {
@@ -276,8 +280,12 @@ bool RingConsumer::read_in_place(const std::vector<smt_batch>& batches, uint64_t
     const auto cpu = static_cast<uint16_t>(i / SMT_MAX_NEST);
     const TraceRead read =
         read_trace(c, t.data, t.bytes, cpu, scratch_trace_, [this](const smt_trace_record& r) {
-          // Its name's announcement may still wait in the ring.
-          if (r.event.name && !names_.count(r.event.name)) return false;
+          // Its name's announcement may still wait in the ring. Names come
+          // in runs: one lookup per run.
+          if (r.event.name != known_name_) {
+            if (r.event.name && !names_.count(r.event.name)) return false;
+            known_name_ = r.event.name;
+          }
           take_trace(r);
           return true;
         });

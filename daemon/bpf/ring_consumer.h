@@ -165,6 +165,7 @@ class RingConsumer {
   std::vector<TracedEvent> traced_;
   std::vector<char> trace_raw_;
   smt_trace_record scratch_trace_;
+  uint32_t known_name_ = 0;  // a name id read_in_place() found announced
   // Every event before this time (ns) is read: flush_traces() hands them on.
   uint64_t emit_before_ = 0;
   uint32_t epoch_ = 0;
