@@ -27,6 +27,13 @@ uint32_t random_seed() {
   return seed;
 }
 
+// bpf_ktime_get_ns()'s clock.
+uint64_t monotonic_ns() {
+  timespec now = {};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + now.tv_nsec;
+}
+
 int membarrier_global() {
   return static_cast<int>(syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0));
 }
@@ -54,7 +61,8 @@ BpfSession::BpfSession(const SessionConfig& config, Stage stage)
       grace_period_(membarrier_global),
       keys_requested_(!config.keys.empty()),
       weight_unit_(config.offcpu ? "ns" : config.sum_field),
-      min_block_ns_(config.offcpu ? config.offcpu->min_block_ns : 0) {
+      min_block_ns_(config.offcpu ? config.offcpu->min_block_ns : 0),
+      trace_(config.trace) {
   // A table of our own is ours alone until pinned; one from pins is taken
   // over when attaching, when whoever used it before has let go.
   if (!object_.pinned_table()) start_fresh();
@@ -154,6 +162,19 @@ void BpfSession::absorb_batches() {
   batches_.clear_entries();
 }
 
+size_t BpfSession::drain(int timeout_ms) {
+  const size_t n = consumer_.drain(timeout_ms);
+  if (trace_) {
+    // A snapshot holding its cut reads its own copies (snapshot()).
+    if (!consumer_.holding()) {
+      const uint64_t now = monotonic_ns();
+      consumer_.read_in_place(batches_.read(), now);
+    }
+    consumer_.flush_traces();
+  }
+  return n;
+}
+
 TableStats BpfSession::stats_of(const std::vector<smt_cpu_counters>& counters,
                                 uint32_t parity) const {
   TableStats s = table_.stats_of(counters, parity);
@@ -178,11 +199,14 @@ Snapshot BpfSession::snapshot() {
   // The exact cut (ring_consumer.h): the batches as copied, and every record
   // they had sent by then, nothing after.
   drain(0);
+  const uint64_t read_ns = monotonic_ns();
   const std::vector<smt_batch> batches = batches_.read();
   consumer_.hold_after(batches);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   // A record sent before the copy may wait behind one another CPU is writing.
-  for (drain(0); !consumer_.caught_up(batches); drain(0)) {
+  // --trace: the copies' events not sent yet are read in place, into the store.
+  for (drain(0); !consumer_.caught_up(batches) || !consumer_.read_in_place(batches, read_ns);
+       drain(0)) {
     if (std::chrono::steady_clock::now() > deadline) {
       consumer_.release();
       throw Error("snapshot: the ring buffer did not deliver the batches' records within 2 s");
@@ -199,6 +223,7 @@ Snapshot BpfSession::snapshot() {
   std::vector<smt_cpu_counters> counters;
   for (const smt_batch& b : batches) counters.push_back(b.counters);
   consumer_.release();
+  if (trace_) consumer_.flush_traces();
 
   Snapshot snap;
   snap.bits = bits();
@@ -230,9 +255,7 @@ void BpfSession::add_user_counts(TableStats& s) const {
 void BpfSession::close_open_blocks() {
   const int fd = object_.offcpu_start_fd();
   if (fd < 0 || attachments_.attached()) return;
-  timespec now = {};
-  clock_gettime(CLOCK_MONOTONIC, &now);  // bpf_ktime_get_ns()'s clock
-  const uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000u + now.tv_nsec;
+  const uint64_t now_ns = monotonic_ns();
   std::vector<smt_event_record> blocks;
   std::vector<bool> inserted;
   uint32_t tid = 0;

@@ -88,8 +88,10 @@ class BpfSession {
   static const std::vector<std::string>& pin_names() { return BpfObject::pin_names(); }
 
   // Waits up to timeout_ms for the ring buffer to fill past its wakeup mark,
-  // then consumes everything pending. Returns the number of records consumed.
-  size_t drain(int timeout_ms) { return consumer_.drain(timeout_ms); }
+  // then consumes everything pending; --trace reads the batches' trace
+  // buffers in place too, so an idle CPU's events wait for no more. Returns
+  // the number of records consumed.
+  size_t drain(int timeout_ms);
 
   // Empties the table while events keep arriving and returns the final state
   // of the epoch it ended. Throws Error if it cannot: before the table is
@@ -164,6 +166,7 @@ class BpfSession {
   bool keys_requested_;      // --by given: the exports show the breakdown
   std::string weight_unit_;  // --sum's field, "ns" for --offcpu; empty: unweighted
   uint64_t min_block_ns_;
+  bool trace_;  // --trace
 };
 
 }  // namespace stackmapd

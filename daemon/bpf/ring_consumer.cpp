@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "daemon/sys/error.h"
@@ -53,7 +54,8 @@ RingConsumer::RingConsumer(int ring_fd, const TableView& table, StackStore& stor
       needs_comm_(store.keys().has(KeyField::comm)),
       needs_cgroup_(store.keys().has(KeyField::cgroup)),
       needs_unit_(store.keys().has(KeyField::unit)),
-      seen_(batch_count, 0) {
+      seen_(batch_count, 0),
+      cursors_(trace_records ? batch_count : 0) {
   if (needs_cgroup_ || needs_unit_) cgroups_.emplace();
   if (!ring_)
     throw Error("cannot set up the ring-buffer consumer: " + std::string(std::strerror(errno)));
@@ -206,12 +208,8 @@ int RingConsumer::on_record(void* ctx, void* data, size_t size) {
   } else if (size == sizeof(smt_stack_record)) {
     const auto r = record_at<smt_stack_record>(data);
     if (r.counts.count == 0 || !self->held(data, size, r.counts.seq)) self->on_stack(r);
-  } else if (self->trace_records_ && size >= SMT_TRACE_HEADER && size <= sizeof(smt_trace_record)) {
-    smt_trace_record t = {};  // sent with its raw bytes only (abi.h)
-    std::memcpy(&t, data, size);
-    if (t.raw_len > size - SMT_TRACE_HEADER) ++self->bad_records_;
-    else if (self->count_event(t.event, 1) && self->trace_sink_)
-      self->trace_sink_(t, self->comm_of(t.event.name));
+  } else if (self->trace_records_ && size % 8 == 4 && size >= SMT_TRACE_HEADER) {
+    self->on_trace_buf(data, size);
   } else if (size == sizeof(smt_event_record) && self->trace_records_) {
     self->count_event(record_at<smt_event_record>(data), 1);  // an --offcpu block
   } else {
@@ -220,10 +218,126 @@ int RingConsumer::on_record(void* ctx, void* data, size_t size) {
   return 0;
 }
 
+void RingConsumer::take_trace(const smt_trace_record& r) {
+  if (!count_event(r.event, 1) || !trace_sink_) return;
+  traced_.push_back({r.event, r.ts_ns, static_cast<uint32_t>(trace_raw_.size()), r.raw_len});
+  trace_raw_.insert(trace_raw_.end(), r.raw, r.raw + r.raw_len);
+}
+
+// A buffer sent whole: the rest of what was read of it in place.
+void RingConsumer::on_trace_buf(const void* data, size_t size) {
+  struct {
+    uint32_t seq, bytes, events;
+  } head;  // smt_trace_buf's first fields; data[] is read where it is
+  static_assert(sizeof(head) == SMT_TRACE_HEADER && offsetof(smt_trace_buf, data) == sizeof(head));
+  std::memcpy(&head, data, sizeof(head));
+  const uint32_t batch = SMT_SEQ_BATCH(head.seq), n = head.seq & kSeqMask;
+  if (batch >= cursors_.size() || head.bytes > SMT_TRACE_BYTES ||
+      size != SMT_TRACE_RECORD_SIZE(head.bytes)) {
+    ++bad_records_;
+    return;
+  }
+  // Sent after the copy a snapshot holds (hold_after): read with the rest.
+  if (!limit_.empty() && n == limit_[batch]) {
+    const char* bytes = static_cast<const char*>(data);
+    held_.emplace_back(bytes, bytes + size);
+    return;
+  }
+  TraceCursor& c = cursors_[batch];
+  if (c.n != n) c = TraceCursor{n};  // a table taken over: its buffers from here on
+  const char* entries = static_cast<const char*>(data) + SMT_TRACE_HEADER;
+  const auto cpu = static_cast<uint16_t>(batch / SMT_MAX_NEST);
+  // The ring holds each name's announcement before its events.
+  const TraceRead read =
+      read_trace(c, entries, head.bytes, cpu, scratch_trace_, [this](const smt_trace_record& r) {
+        take_trace(r);
+        return true;
+      });
+  if (read == TraceRead::kBad) ++bad_records_;
+  // The next buffer starts with its own time; until it is read, the batch's
+  // unread events are no older than this one's last.
+  c = TraceCursor{(n + 1) & kSeqMask, 0, {}, c.ts};
+}
+
+bool RingConsumer::read_in_place(const std::vector<smt_batch>& batches, uint64_t read_ns) {
+  bool all = true;
+  // An event the copies miss began after them, so at read_ns or later,
+  // unless its batch is behind: then after that batch's last event read.
+  uint64_t before = read_ns;
+  for (size_t i = 0; i < batches.size() && i < cursors_.size(); ++i) {
+    const smt_trace_buf& t = batches[i].trace;
+    TraceCursor& c = cursors_[i];
+    if ((t.seq & kSeqMask) != c.n) {  // a buffer it sent is still on its way
+      all = false;
+      before = std::min(before, c.ts);
+      continue;
+    }
+    if (t.bytes > SMT_TRACE_BYTES || c.offset > t.bytes) {
+      ++bad_records_;
+      c.offset = std::min(t.bytes, SMT_TRACE_BYTES);
+      continue;
+    }
+    const auto cpu = static_cast<uint16_t>(i / SMT_MAX_NEST);
+    const TraceRead read =
+        read_trace(c, t.data, t.bytes, cpu, scratch_trace_, [this](const smt_trace_record& r) {
+          // Its name's announcement may still wait in the ring. Names come
+          // in runs: one lookup per run.
+          if (r.event.name != known_name_) {
+            if (r.event.name && !names_.count(r.event.name)) return false;
+            known_name_ = r.event.name;
+          }
+          take_trace(r);
+          return true;
+        });
+    if (read == TraceRead::kBad) {
+      ++bad_records_;
+      c.offset = t.bytes;
+    }
+    if (read == TraceRead::kStopped) {
+      all = false;
+      before = std::min(before, c.ts);
+    }
+  }
+  if (trace_records_) emit_before_ = std::max(emit_before_, before);
+  return all;
+}
+
+void RingConsumer::flush_traces(bool all) {
+  if (traced_.empty()) return;
+  // Each batch's events are in order already; the CPUs' are merged.
+  std::stable_sort(traced_.begin(), traced_.end(),
+                   [](const TracedEvent& a, const TracedEvent& b) { return a.ts_ns < b.ts_ns; });
+  smt_trace_record& r = scratch_trace_;
+  size_t done = 0;
+  for (; done < traced_.size() && (all || traced_[done].ts_ns < emit_before_); ++done) {
+    const TracedEvent& t = traced_[done];
+    r.event = t.event;
+    r.ts_ns = t.ts_ns;
+    r.raw_len = t.raw_len;
+    std::memcpy(r.raw, trace_raw_.data() + t.raw_at, t.raw_len);
+    trace_sink_(r, comm_of(t.event.name));
+  }
+  if (done == traced_.size()) {
+    traced_.clear();
+    trace_raw_.clear();
+    return;
+  }
+  // The rest wait for what may come before them, their raw bytes moved up.
+  std::vector<char> raw;
+  std::vector<TracedEvent> rest(traced_.begin() + done, traced_.end());
+  for (TracedEvent& t : rest) {
+    const uint32_t at = static_cast<uint32_t>(raw.size());
+    raw.insert(raw.end(), trace_raw_.begin() + t.raw_at, trace_raw_.begin() + t.raw_at + t.raw_len);
+    t.raw_at = at;
+  }
+  traced_.swap(rest);
+  trace_raw_.swap(raw);
+}
+
 void RingConsumer::hold_after(const std::vector<smt_batch>& batches) {
   limit_.assign(seen_.size(), 0);
   for (size_t i = 0; i < batches.size() && i < limit_.size(); ++i)
-    limit_[i] = batches[i].sent & kSeqMask;
+    limit_[i] = (trace_records_ ? batches[i].trace.seq : batches[i].sent) & kSeqMask;
 }
 
 void RingConsumer::release() {
@@ -234,6 +348,11 @@ void RingConsumer::release() {
 }
 
 bool RingConsumer::caught_up(const std::vector<smt_batch>& batches) const {
+  if (trace_records_) {  // the names: read_in_place()
+    for (size_t i = 0; i < batches.size() && i < cursors_.size(); ++i)
+      if ((batches[i].trace.seq & kSeqMask) != cursors_[i].n) return false;
+    return true;
+  }
   for (size_t i = 0; i < batches.size() && i < seen_.size(); ++i) {
     if ((batches[i].sent & kSeqMask) != seen_[i]) return false;
     for (const smt_batch_entry& e : batches[i].entries)
@@ -245,6 +364,7 @@ bool RingConsumer::caught_up(const std::vector<smt_batch>& batches) const {
 
 std::vector<PendingCount> RingConsumer::pending(const std::vector<smt_batch>& batches) {
   std::vector<PendingCount> out;
+  if (trace_records_) return out;  // read in place, counted in the store
   for (const smt_batch& b : batches)
     for (const smt_batch_entry& e : b.entries)
       if (e.count && e.event.epoch == epoch_)
@@ -253,6 +373,12 @@ std::vector<PendingCount> RingConsumer::pending(const std::vector<smt_batch>& ba
 }
 
 void RingConsumer::absorb(const std::vector<smt_batch>& batches) {
+  if (trace_records_) {
+    read_in_place(batches, 0);
+    flush_traces(true);
+    cursors_.assign(cursors_.size(), TraceCursor{});  // the caller empties the buffers
+    return;
+  }
   for (const smt_batch& b : batches)
     for (const smt_batch_entry& e : b.entries)
       if (e.count && e.event.epoch == epoch_) count_event(e.event, e.count);
@@ -261,6 +387,11 @@ void RingConsumer::absorb(const std::vector<smt_batch>& batches) {
 void RingConsumer::sync(const std::vector<smt_batch>& batches) {
   for (size_t i = 0; i < batches.size() && i < seen_.size(); ++i)
     seen_[i] = batches[i].sent & kSeqMask;
+  // Its open buffers are read from their start: empty after a clean stop
+  // (detach() absorbs them); after a crash, what the daemon before read of
+  // them in place counts again.
+  for (size_t i = 0; i < batches.size() && i < cursors_.size(); ++i)
+    cursors_[i] = TraceCursor{batches[i].trace.seq & kSeqMask};
 }
 
 void RingConsumer::close_blocks(const std::vector<smt_event_record>& blocks,

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "daemon/bpf/table_view.h"
+#include "daemon/bpf/trace_decoder.h"
 #include "daemon/model/stack_store.h"
 #include "daemon/model/table_stats.h"
 #include "daemon/symbols/cgroups.h"
@@ -70,10 +71,20 @@ class RingConsumer {
   // wait instead of counting.
   void hold_after(const std::vector<smt_batch>& batches);
   void release();
+  bool holding() const { return !limit_.empty(); }
   // Whether every record these batches had sent is consumed and every name
   // their entries use is known: then the store and their entries together
   // hold every event their counters counted, once.
   bool caught_up(const std::vector<smt_batch>& batches) const;
+  // --trace: reads the events of the trace buffers in these copies that are
+  // not read yet, where every buffer they sent before is (else later).
+  // True when nothing is left to read in them (a name not yet announced
+  // stops a buffer's reading at its event). read_ns: CLOCK_MONOTONIC before
+  // the copies were taken. Without --trace, true.
+  bool read_in_place(const std::vector<smt_batch>& batches, uint64_t read_ns);
+  // --trace: hands the events read so far to the trace sink in time order,
+  // those that no event still unread can precede (all: every one).
+  void flush_traces(bool all = false);
   // The entries of the current epoch in `batches`, resolved (interning the
   // strings their keys need in the store). Only once caught_up(batches).
   std::vector<PendingCount> pending(const std::vector<smt_batch>& batches);
@@ -88,8 +99,8 @@ class RingConsumer {
   uint32_t epoch() const { return epoch_; }
   // Forgets the stacks sent whole, as the store forgets its own (a reset).
   void clear_overflow() { overflow_ids_.clear(); }
-  // Receives every --trace record of the current epoch, in ring order, with
-  // its thread's name.
+  // Receives every --trace record of the current epoch, in time order
+  // within one flush_traces() and in each CPU's order, with its thread's name.
   using TraceSink = std::function<void(const smt_trace_record&, const std::string& comm)>;
   void set_trace_sink(TraceSink sink) { trace_sink_ = std::move(sink); }
   // Counts --offcpu blocks still open when the session ends, as the BPF
@@ -113,6 +124,9 @@ class RingConsumer {
   const std::string& comm_of(uint32_t name) const;
   void check_sample(const smt_stack_record& v);
   bool held(const void* data, size_t size, uint32_t seq);
+  void on_trace_buf(const void* data, size_t size);
+  // Counts one traced event and keeps it for flush_traces().
+  void take_trace(const smt_trace_record& r);
 
   const TableView& table_;
   StackStore& store_;
@@ -139,6 +153,21 @@ class RingConsumer {
   std::vector<std::vector<char>> held_;
   // Frames of a stack sent whole -> its id in the store.
   std::unordered_map<std::vector<uint64_t>, uint32_t, FramesHash> overflow_ids_;
+  // --trace: by batch, how far its buffers are read.
+  std::vector<TraceCursor> cursors_;
+  // Events read since the last flush_traces(): each with its raw bytes at
+  // raw_at in trace_raw_.
+  struct TracedEvent {
+    smt_event_record event;
+    uint64_t ts_ns;
+    uint32_t raw_at, raw_len;
+  };
+  std::vector<TracedEvent> traced_;
+  std::vector<char> trace_raw_;
+  smt_trace_record scratch_trace_;
+  uint32_t known_name_ = 0;  // a name id read_in_place() found announced
+  // Every event before this time (ns) is read: flush_traces() hands them on.
+  uint64_t emit_before_ = 0;
   uint32_t epoch_ = 0;
   uint64_t consumed_ = 0;
   uint64_t verify_ok_ = 0;

@@ -64,6 +64,12 @@ void TraceWriter::write(const smt_trace_record& r, const std::string& comm) {
   ++lines_;
 }
 
+void TraceWriter::flush() {
+  if (flushed_ == lines_) return;
+  flushed_ = lines_;
+  std::fflush(out_);  // a failure stays in ferror() for finish()
+}
+
 void TraceWriter::finish() {
   if (std::fflush(out_) != 0 || std::ferror(out_))
     throw Error("writing the trace to " + path_ + " failed: " + std::strerror(errno) +

@@ -34,6 +34,9 @@ class TraceWriter {
   // (empty: none, events are printed by name only).
   void set_sources(std::vector<std::string> sources, const std::string& events_dir = "");
   void write(const smt_trace_record& r, const std::string& comm);
+  // Hands what is written so far to the file, so that a reader sees each
+  // drain's events then (cheap when nothing is new).
+  void flush();
   void finish();  // flushes; throws Error if anything failed to reach the file
   uint64_t lines() const { return lines_; }  // events written (two lines each)
 
@@ -46,6 +49,7 @@ class TraceWriter {
   std::vector<std::string> sources_;
   std::unique_ptr<EventPrinter> printer_;
   uint64_t lines_ = 0;
+  uint64_t flushed_ = 0;  // lines_ at the last flush()
 };
 
 }  // namespace stackmapd

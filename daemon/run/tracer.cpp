@@ -92,7 +92,10 @@ Snapshot trace(TraceOptions options) {
 
   HealthWatch health;
   ForegroundBackend backend;
-  backend.drain = [&] { session.drain(0); };
+  backend.drain = [&] {
+    session.drain(0);
+    if (writer) writer->flush();
+  };
   backend.wakeup_fd = session.wakeup_fd();
   backend.reset = [&] {
     Snapshot ended = session.reset();
