@@ -301,9 +301,11 @@ TEST(PprofTest, UserFramesFollowTheKernelsInTheirBinarysMapping) {
       }
   EXPECT_EQ(lines, (std::vector<std::tuple<std::string, std::string, uint64_t>>{{"inl", "w.c", 12},
                                                                                 {"three", "", 0}}));
-  for (const auto& [id, loc] : location)
-    if (varints_of(loc, 3).at(0) == 0x29d8f || varints_of(loc, 3).at(0) == 0x7fffefff)
+  for (const auto& [id, loc] : location) {
+    if (varints_of(loc, 3).at(0) == 0x29d8f || varints_of(loc, 3).at(0) == 0x7fffefff) {
       EXPECT_TRUE(fields_of(loc, 4).empty()) << "an unresolved frame has no line";
+    }
+  }
 
   // The kernel's mapping, then one per binary: path, build id, addresses
   // from 0 (file offsets), what its frames resolved to.
