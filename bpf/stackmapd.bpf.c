@@ -246,12 +246,6 @@ static long probe_step_cb(__u32 i, void *ctx)
 	return smt_probe_step(NULL, ctx, i);
 }
 
-/* bpf_loop keeps verification near 14 k instructions at no run-time cost. */
-static __always_inline void probe_table(struct smt_probe *p)
-{
-	bpf_loop(SMT_MAX_PROBES, probe_step_cb, p, 0);
-}
-
 static long probe_user_step_cb(__u32 i, void *ctx)
 {
 	if (i >= SMT_MAX_PROBES)
@@ -498,12 +492,79 @@ static __always_inline __u32 cut_machinery(const volatile struct smt_config *cfg
 	return nr - cut;
 }
 
+#ifdef SMT_BPFLOADER
+static __always_inline void find_stack(const volatile struct smt_config *cfg, struct smt_globals *g,
+				       struct smt_batch *b, __u32 epoch, struct stack_buf *buf,
+				       __u32 nr, struct smt_probe *p)
+{
+	smt_probe_init(p, &g->shared, buf->ips, nr, cfg->table_bits, g->shared.hash_seed);
+	probe_table(p);
+	smt_probe_finish(p);
+}
+#else
+/* The recent stack ips[0..nr) would be, chosen by the frames that tell one
+ * caller of the traced code from another (frame 0 is the traced code).
+ * Frames past nr are an earlier stack's: they only pick the entry. */
+static __always_inline struct smt_recent *recent_of(struct smt_batch *b, const __u64 *ips)
+{
+	__u64 mix = ips[1] ^ ips[2] >> 7 ^ ips[3] >> 13;
+
+	return &b->recent[(mix * 0x9e3779b97f4a7c15ULL) >> (64 - SMT_RECENT_BITS)];
+}
+
+/*
+ * Finds or inserts buf->ips[0..nr) in the kernel stack table: the status in
+ * the high 32 bits, the stack id in the low ones. A stack this batch found
+ * lately in this epoch is compared with its element and needs no hash and
+ * no probe. A global function: the verifier checks it once, not once per
+ * state of every caller (inlined, the recent-stack compare made loading 4-6x
+ * slower).
+ */
+__noinline __u64 smt_kernel_stack(struct stack_buf *buf, struct smt_batch *b, __u32 nr, __u32 epoch)
+{
+	const volatile struct smt_config *cfg = get_config();
+	struct smt_globals *g = get_globals();
+	struct smt_recent *r;
+	struct smt_probe p;
+	struct smt_elt *e;
+
+	if (!buf || !b || !nr || nr > SMT_MAX_DEPTH)
+		return (__u64)SMT_MAP_ERROR << 32 | SMT_NO_STACK_ID;
+	r = recent_of(b, buf->ips);
+	if (r->elt && r->epoch == epoch) {
+		e = smt_elt_at(NULL, r->elt - 1);
+		if (e && smt_frames_equal(e, buf->ips, nr))
+			return (__u64)SMT_FOUND << 32 | r->stack;
+	}
+	smt_probe_init(&p, &g->shared, buf->ips, nr, cfg->table_bits, g->shared.hash_seed);
+	bpf_loop(SMT_MAX_PROBES, probe_step_cb, &p, 0);
+	smt_probe_finish(&p);
+	if (p.status == SMT_FOUND || p.status == SMT_INSERTED) {
+		r->epoch = epoch;
+		r->stack = p.idx;
+		r->elt = p.elt + 1;
+	}
+	return (__u64)p.status << 32 | p.idx;
+}
+
+static __always_inline void find_stack(const volatile struct smt_config *cfg, struct smt_globals *g,
+				       struct smt_batch *b, __u32 epoch, struct stack_buf *buf,
+				       __u32 nr, struct smt_probe *p)
+{
+	__u64 r = smt_kernel_stack(buf, b, nr, epoch);
+
+	p->status = r >> 32;
+	p->idx = (__u32)r;
+	p->nr = nr;
+}
+#endif
+
 /* Captures the current stack into buf and finds or inserts it. Returns the
  * drop counter of an event that ends here, or SMC_HITS. */
 static __always_inline enum smt_counter capture(void *ctx, const volatile struct smt_config *cfg,
-						struct smt_globals *g, struct stack_buf *buf,
-						__u32 skip, struct event_facts *f,
-						struct smt_probe *p)
+						struct smt_globals *g, struct smt_batch *b,
+						__u32 epoch, struct stack_buf *buf, __u32 skip,
+						struct event_facts *f, struct smt_probe *p)
 {
 	long len = bpf_get_stack(ctx, buf->ips, sizeof(buf->ips), skip & BPF_F_SKIP_FIELD_MASK);
 	__u32 nr;
@@ -518,9 +579,7 @@ static __always_inline enum smt_counter capture(void *ctx, const volatile struct
 		nr = SMT_MAX_DEPTH;
 		f->truncated = 1;
 	}
-	smt_probe_init(p, &g->shared, buf->ips, nr, cfg->table_bits, g->shared.hash_seed);
-	probe_table(p);
-	smt_probe_finish(p);
+	find_stack(cfg, g, b, epoch, buf, nr, p);
 	if (p->status != SMT_FOUND && p->status != SMT_INSERTED)
 		return drop_counter(p->status);
 	return SMC_HITS;
@@ -862,7 +921,7 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 	if (state & SMT_STATE_RESETTING)
 		outcome = SMC_DROP_RESETTING;
 	else
-		outcome = capture(ctx, cfg, g, buf, skip, &f, &p);
+		outcome = capture(ctx, cfg, g, b, epoch, buf, skip, &f, &p);
 	fill_event(cfg, &e, p.idx, epoch, name, SMT_COOKIE_SOURCE(cookie),
 		   event_weight(ctx, cookie));
 	if (cfg->user_stacks && !(state & SMT_STATE_RESETTING)) {
@@ -1122,7 +1181,7 @@ static __always_inline void switch_out(void *ctx, const volatile struct smt_conf
 	}
 	/* A block's weight is only known at its end, when its frames are
 	 * gone: a stack the table cannot take is a drop here. */
-	outcome = capture(ctx, cfg, g, buf, 0, &f, &p);
+	outcome = capture(ctx, cfg, g, b, epoch, buf, 0, &f, &p);
 	if (outcome == SMC_HITS) {
 		s.ts_ns = now;
 		s.cgroup_id = cgroup_id(cfg);

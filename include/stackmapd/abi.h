@@ -351,6 +351,22 @@ struct smt_batch_entry {
 	__u32 reserved;
 };
 
+/* Stacks a batch found lately (struct smt_recent), direct-mapped by their
+ * callers' frames. */
+#define SMT_RECENT_BITS 4
+#define SMT_RECENT_STACKS (1U << SMT_RECENT_BITS)
+
+/* A stack found in epoch `epoch`: its id and its pool element + 1 (0: none).
+ * An event whose frames equal that element's needs no hash and no probe:
+ * within one epoch a stack's slot and element never change (only a reset
+ * clears them, and it ends the epoch). BPF's alone: the daemon zeroes it
+ * with the batch and never reads it. */
+struct smt_recent {
+	__u32 epoch;
+	__u32 stack;
+	__u32 elt;
+};
+
 struct smt_batch {
 	__u32 seq;
 	__u32 sent; /* count records sent, SMT_BATCH_SEQ's n of the last one */
@@ -359,6 +375,7 @@ struct smt_batch {
 	struct smt_comm last_comm;
 	__u32 last_name;
 	__u32 reserved;
+	struct smt_recent recent[SMT_RECENT_STACKS];
 	struct smt_cpu_counters counters;
 	/* A session counts (entries) or traces (trace), never both. */
 	union {

@@ -91,19 +91,54 @@ SMT_INLINE __u32 smt_jhash2(const __u32 *k, __u32 len, __u32 seed)
 /*
  * jhash2((u32 *)ips, nr * 2, seed) as the kernel computes it over an array of
  * 64-bit frames on a little-endian machine: word 2k is the low half of ips[k].
- * The halves are taken by shifting, not by casting, to stay clear of strict
- * aliasing on the host.
+ * Two rounds of 3 words take 3 whole frames, so each frame is loaded once and
+ * split by a shift (no cast: no strict-aliasing trouble on the host), and no
+ * word's half depends on a run-time parity.
  */
 SMT_INLINE __u32 smt_jhash2_ips(const __u64 *ips, __u32 nr, __u32 seed)
 {
-	__u32 h;
+	__u32 a, b, c, left = nr * 2, i = 0;
+	__u64 x, y, z;
 
-#define SMT_WORD_IPS(i)                                                 \
-	((i)&1 ? (__u32)(ips[((i) >> 1) & (SMT_MAX_DEPTH - 1)] >> 32) : \
-		 (__u32)ips[((i) >> 1) & (SMT_MAX_DEPTH - 1)])
-	SMT_JHASH2_BODY(SMT_WORD_IPS, nr * 2, seed, 2 * SMT_MAX_DEPTH, h);
-#undef SMT_WORD_IPS
-	return h;
+#define SMT_IP(k) ips[(k) & (SMT_MAX_DEPTH - 1)]
+	a = b = c = SMT_JHASH_INITVAL + (left << 2) + seed;
+	/* left is even here, odd after the first round of each pass. */
+	for (int r = 0; r < (2 * SMT_MAX_DEPTH + 5) / 6; r++) {
+		if (left <= 3)
+			break;
+		x = SMT_IP(i);
+		y = SMT_IP(i + 1);
+		a += (__u32)x;
+		b += (__u32)(x >> 32);
+		c += (__u32)y;
+		SMT_JHASH_MIX(a, b, c);
+		left -= 3;
+		if (left <= 3) {
+			a += (__u32)(y >> 32);
+			if (left == 3) {
+				z = SMT_IP(i + 2);
+				b += (__u32)z;
+				c += (__u32)(z >> 32);
+			}
+			SMT_JHASH_FINAL(a, b, c);
+			return c;
+		}
+		z = SMT_IP(i + 2);
+		a += (__u32)(y >> 32);
+		b += (__u32)z;
+		c += (__u32)(z >> 32);
+		SMT_JHASH_MIX(a, b, c);
+		left -= 3;
+		i += 3;
+	}
+	if (left == 2) {
+		x = SMT_IP(i);
+		a += (__u32)x;
+		b += (__u32)(x >> 32);
+		SMT_JHASH_FINAL(a, b, c);
+	}
+#undef SMT_IP
+	return c;
 }
 
 #endif /* STACKMAPD_JHASH_H */

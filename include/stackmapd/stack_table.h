@@ -173,6 +173,7 @@ struct smt_probe {
 	__u32 bits;
 	__u32 home; /* slot of step 0 */
 	__u32 idx;  /* the stack_id on SMT_FOUND and SMT_INSERTED */
+	__u32 elt;  /* and its pool element's index */
 	enum smt_status status;
 };
 
@@ -190,6 +191,7 @@ SMT_INLINE void smt_probe_init(struct smt_probe *p, struct smt_shared *shared, c
 	p->bits = bits;
 	p->home = key >> (32 - (bits + 1));
 	p->idx = p->home;
+	p->elt = 0;
 	p->status = SMT_PROBING;
 }
 
@@ -218,6 +220,7 @@ SMT_INLINE int smt_insert_here(struct smt_table *t, struct smt_probe *p, struct 
 		e->ips[k] = p->ips[k];
 	}
 	smt_xchg32(&slot->elt, eidx + 1);
+	p->elt = eidx;
 	p->status = SMT_INSERTED;
 	return 1;
 }
@@ -283,6 +286,7 @@ SMT_INLINE int smt_probe_step(struct smt_table *t, struct smt_probe *p, __u32 i)
 	}
 	if (!smt_frames_equal(e, p->ips, p->nr))
 		return 0;
+	p->elt = elt - 1;
 	p->status = SMT_FOUND;
 	return 1;
 }
