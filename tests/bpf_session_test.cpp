@@ -381,6 +381,10 @@ TEST_F(BpfSessionTest, PinnedUserTableSurvivesTheDaemon) {
   c.pin_dir = dir;
   c.user_stacks = true;
   c.profile_hz = 999;
+  // This process only: the consumer keeps up (no ring-full drops, which
+  // leave stacks in the table that the store never saw) and symbolizes
+  // only its own stacks.
+  c.filter_pid = static_cast<uint32_t>(getpid());
   std::vector<StackRecord> before;
   uint32_t user_id = kNoUserStack;
   std::optional<UserStackIps> user_before;

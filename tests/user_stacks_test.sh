@@ -151,7 +151,7 @@ assert refs == counted, f"refs {refs} != hits + sent_whole {counted}"
 users = {u["user_stack_id"]: u for u in d["user_stacks"]["stacks"]}
 names = set()
 for e in s[0]["by"]:
-    for f in users[e["user_stack_id"]]["frames"]:
+    for f in users.get(e.get("user_stack_id"), {"frames": []})["frames"]:
         names.update(x.split("+")[0] for x in f["symbols"])
 assert {"ustack_spin_two", "ustack_spin_one", "main"} <= names, names
 print("ok", s[0]["ref_count"], "of", refs)
