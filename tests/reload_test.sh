@@ -125,7 +125,7 @@ check "ctl top ranks by bytes_alloc and splits each stack by comm" \
 # --user-stacks is fixed in the BPF object: turning it on takes a new
 # session (the reply may come late: every process's first user stacks are
 # symbolized on the daemon's thread, daemon/symbols/user_stacks.h).
-printf '%s\nevent = ["kmem:kmem_cache_alloc"]\nuser-stacks = true\n' "$base" > "$conf"
+printf '%s\nevent = ["kmem:kmem_cache_alloc"]\nby = comm\nsum = bytes_alloc\nuser-stacks = true\n' "$base" > "$conf"
 ctl reload > /dev/null
 for _ in $(seq 30); do [ -n "$(stat_now user_entries)" ] && break; sleep 1; done
 check "after a reload to user-stacks = true, ctl stat counts user stacks" '[ -n "$(stat_now user_entries)" ]'
