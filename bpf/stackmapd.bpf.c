@@ -927,6 +927,12 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 	if (cfg->user_stacks && !(state & SMT_STATE_RESETTING)) {
 		capture_user(ctx, cfg, g, buf, &f);
 		e.user_stack_id = f.user_stack_id;
+		/* A sample taken in user mode: its user stack is the whole
+		 * stack (abi.h, SMT_NO_KERNEL_STACK). */
+		if (outcome == SMC_DROP_NO_KERNEL_STACK && !f.no_user_stack) {
+			outcome = SMC_HITS;
+			e.stack_id = SMT_NO_KERNEL_STACK;
+		}
 	}
 
 	batch_write_begin(b);

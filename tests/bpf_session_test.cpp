@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "daemon/bpf/preflight.h"
@@ -389,6 +390,93 @@ TEST_F(BpfSessionTest, PinnedTableSurvivesTheDaemon) {
     BpfSession s(other);
     EXPECT_FALSE(s.resumed());
     EXPECT_EQ(s.store().size(), 0u);
+    s.unpin();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
+// Spins in user mode for `ms`: --profile samples with no kernel frames.
+void spin_in_user_mode(int ms) {
+  static volatile uint64_t sink;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < end)
+    for (int i = 0; i < 100000; ++i) sink += i;
+}
+
+// --user-stacks: the user table is pinned beside the kernel table, and a
+// daemon that takes the table over resolves the user stack ids of the one
+// before; so does the count of the samples taken in user mode
+// (SMT_NO_KERNEL_STACK). A session without --user-stacks replaces the user
+// table's pins: the next one with it starts its user table clean.
+TEST_F(BpfSessionTest, PinnedUserTableSurvivesTheDaemon) {
+  const std::string dir = "/sys/fs/bpf/stackmapd-utest-" + std::to_string(getpid());
+  SessionConfig c = kmem_config();
+  c.pin_dir = dir;
+  c.user_stacks = true;
+  c.profile_hz = 999;
+  // This process only: the consumer keeps up (no ring-full drops, which
+  // leave stacks in the table that the store never saw) and symbolizes
+  // only its own stacks.
+  c.filter_pid = static_cast<uint32_t>(getpid());
+  std::vector<StackRecord> before;
+  uint32_t user_id = kNoUserStack;
+  std::optional<UserStackIps> user_before;
+  {
+    BpfSession s(c);
+    for (int i = 0; i < 5; ++i) {
+      generate_allocations(2000);
+      spin_in_user_mode(50);
+      s.drain(0);
+    }
+    s.detach();
+    s.drain(0);
+    before = s.store().snapshot(s.sources());
+    for (const StackRecord& r : before)
+      for (const KeyCount& k : r.by)
+        if (!k.other && k.key.ustack != kNoUserStack && k.key.ustack != SMT_NO_STACK_ID)
+          user_id = k.key.ustack;
+    ASSERT_NE(user_id, kNoUserStack) << "events with a user stack";
+    user_before = s.user_table_stack(user_id);
+    ASSERT_TRUE(user_before.has_value());
+    const StackRecord* user_mode = s.store().find(SMT_NO_KERNEL_STACK);
+    ASSERT_NE(user_mode, nullptr) << "samples taken in user mode count with their user stack";
+    EXPECT_TRUE(user_mode->ips.empty());
+    EXPECT_GT(user_mode->ref_count, 0u);
+    TableStats st = s.stats();
+    EXPECT_EQ(s.store().total_events(), st.counted());
+    EXPECT_EQ(st.events_total, st.events());
+  }  // no unpin(): as after kill -9
+  {
+    BpfSession s(c);
+    ASSERT_TRUE(s.resumed());
+    auto after = s.store().snapshot(s.sources());
+    ASSERT_EQ(after.size(), before.size());
+    for (size_t i = 0; i < after.size(); ++i) {
+      EXPECT_EQ(after[i].stack_id, before[i].stack_id);
+      EXPECT_EQ(after[i].ref_count, before[i].ref_count);
+    }
+    const std::optional<UserStackIps> user_after = s.user_table_stack(user_id);
+    ASSERT_TRUE(user_after.has_value()) << "user stack " << user_id << " resolves after take-over";
+    EXPECT_EQ(user_after->pid, user_before->pid);
+    EXPECT_EQ(user_after->ips, user_before->ips);
+    generate_allocations(2000);
+    spin_in_user_mode(50);
+    s.detach();
+    s.drain(0);
+    TableStats st = s.stats();
+    EXPECT_EQ(s.store().total_events(), st.counted()) << "counting goes on exactly";
+    EXPECT_EQ(st.bad_records, 0u);
+  }
+  {
+    SessionConfig plain = c;
+    plain.user_stacks = false;
+    BpfSession s(plain);
+    EXPECT_TRUE(s.resumed()) << "the kernel table goes on without --user-stacks";
+  }
+  {
+    BpfSession s(c);
+    EXPECT_TRUE(s.resumed());
+    EXPECT_FALSE(s.user_table_stack(user_id).has_value()) << "a clean user table";
     s.unpin();
   }
   EXPECT_FALSE(std::filesystem::exists(dir));

@@ -66,6 +66,27 @@ TEST(StackStore, RejectsOutOfRangeAndDuplicateIds) {
   EXPECT_THROW(s.insert(2, {1}, 5), Error);
 }
 
+// A --profile sample taken in user mode (abi.h): an empty stack under an
+// id past every slot and overflow id, kept apart from id table_size.
+TEST(StackStore, KeepsTheNoKernelStackIdApart) {
+  StackStore s(64);
+  EXPECT_TRUE(s.valid_id(SMT_NO_KERNEL_STACK));
+  EXPECT_FALSE(s.valid_id(64));
+  EXPECT_FALSE(s.count(SMT_NO_KERNEL_STACK, {}, 1));
+  s.insert(SMT_NO_KERNEL_STACK, {}, key_of(7), 1);
+  EXPECT_TRUE(s.count(SMT_NO_KERNEL_STACK, key_of(7), 1));
+  EXPECT_THROW(s.insert(64, {1}, {}, 1), Error);
+  s.insert(63, {1}, {}, 1);
+  ASSERT_NE(s.find(SMT_NO_KERNEL_STACK), nullptr);
+  EXPECT_EQ(s.find(SMT_NO_KERNEL_STACK)->ref_count, 2u);
+  EXPECT_EQ(s.find(63)->ref_count, 1u);
+  auto snap = s.snapshot({});
+  ASSERT_EQ(snap.size(), 2u);
+  EXPECT_EQ(snap[1].stack_id, SMT_NO_KERNEL_STACK) << "last, by stack_id";
+  EXPECT_TRUE(snap[1].ips.empty());
+  EXPECT_EQ(s.total_events(), 3u);
+}
+
 TEST(StackStore, ClearForgetsEverythingButTheStrings) {
   StackStore s(8, kPidComm, 1);
   uint32_t bash = s.strings().intern("bash");

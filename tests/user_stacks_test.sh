@@ -112,6 +112,73 @@ for l in open(sys.argv[1]):
 " "$tmp/frames"'
 check "stat counts the user stacks" '[ "$(stat_of user_entries "$out/stack_map_stat")" -ge 1 ]'
 
+# --profile: a sample taken in user mode has no kernel frames; with
+# --user-stacks it counts under SMT_NO_KERNEL_STACK (4294967293, depth 0)
+# with its user stack, without it in drop_no_kernel_stack. Either way every
+# event is a hit or one drop, and the stacks' refs add up to the hits.
+NO_KERNEL=4294967293
+cp "$WORKLOAD_SRC" "$tmp/uspin"
+"$tmp/uspin" 30 spin > "$tmp/spin.out" &
+spid=$!
+for _ in $(seq 100); do grep -q ready "$tmp/spin.out" 2> /dev/null && break; sleep 0.05; done
+timeout 30 "$BIN" --user-stacks --profile 999 --pid $spid --by comm --duration 2 --top 1 \
+  --folded "$tmp/spin.folded" --output "$tmp/spin" > "$tmp/spin.top" 2> "$tmp/spin.err"
+rc=$?
+timeout 30 "$BIN" --profile 999 --pid $spid --duration 1 --output "$tmp/spin_plain" \
+  > /dev/null 2> "$tmp/spin_plain.err"
+rc_plain=$?
+kill $spid 2> /dev/null
+wait $spid 2> /dev/null
+check "--user-stacks --profile runs (rc $rc: $(tail -1 "$tmp/spin.err"))" '[ $rc -eq 0 ]'
+spin_fns=$(awk '/^#1 /{on=1; next} on && /\(uspin\)/ {print $1}' "$tmp/spin.top" | sed 's/+0x.*//' | tr '\n' ' ')
+check "--top #1: the user-mode stack, no kernel frames, then spin_two, spin_one, main ($spin_fns)" \
+  'grep -q "^#1 stack_id $NO_KERNEL user_stack_id [0-9]*: .*depth 0\$" "$tmp/spin.top" && grep -q "no kernel frames" "$tmp/spin.top" && [[ "$spin_fns" == "ustack_spin_two ustack_spin_one main "* ]]'
+line=$(grep ustack_spin_two "$tmp/spin.folded" | sort -t' ' -k2 -n | tail -1)
+check "folded: process; main; spin_one; spin_two, and no kernel frame after it ($line)" \
+  '[[ "$line" =~ ^uspin\;.*main\;ustack_spin_one\;ustack_spin_two\ [0-9]+$ ]]'
+st=$tmp/spin/stack_map_stat
+check "user-mode samples are hits: events_total = hits + drops, and most are hits" \
+  '[ "$(stat_of events_total "$st")" -eq $(( $(stat_of hits "$st") + $(stat_of drops "$st") )) ] && [ "$(stat_of hits "$st")" -gt $(( 10 * $(stat_of drop_no_kernel_stack "$st") )) ]'
+"$PY" - "$tmp/spin" $NO_KERNEL > "$tmp/spin.json.out" 2>&1 << 'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1] + "/stack_map.json"))
+no_kernel = int(sys.argv[2])
+s = [s for s in d["stacks"] if s["stack_id"] == no_kernel]
+assert len(s) == 1 and s[0]["depth"] == 0 and s[0]["ips"] == [], "one empty stack under the id"
+refs = sum(x["ref_count"] for x in d["stacks"])
+counted = d["stats"]["hits"] + d["stats"]["sent_whole"]
+assert refs == counted, f"refs {refs} != hits + sent_whole {counted}"
+users = {u["user_stack_id"]: u for u in d["user_stacks"]["stacks"]}
+names = set()
+for e in s[0]["by"]:
+    for f in users.get(e.get("user_stack_id"), {"frames": []})["frames"]:
+        names.update(x.split("+")[0] for x in f["symbols"])
+assert {"ustack_spin_two", "ustack_spin_one", "main"} <= names, names
+print("ok", s[0]["ref_count"], "of", refs)
+PYEOF
+check "JSON: the empty stack $NO_KERNEL holds the samples' user stacks, refs = hits ($(tail -1 "$tmp/spin.json.out"))" \
+  'grep -q "^ok" "$tmp/spin.json.out"'
+check "FSMB: the RFC's reader parses it, the empty stack as depth 0" \
+  '"$PY" "$(dirname "$0")/rfc/stackmap_dump.py" "$tmp/spin/stack_map_bin" 2> /dev/null | grep -q "^stack_id $NO_KERNEL \[ref [1-9][0-9]*, depth 0\]"'
+check "text stack_map: the empty stack as depth 0" \
+  'grep -q "^stack_id $NO_KERNEL \[ref [1-9][0-9]*, depth 0\]" "$tmp/spin/stack_map"'
+st=$tmp/spin_plain/stack_map_stat
+check "without --user-stacks (rc $rc_plain): user-mode samples count in drop_no_kernel_stack, events = hits + drops" \
+  '[ $rc_plain -eq 0 ] && [ "$(stat_of drop_no_kernel_stack "$st")" -gt "$(stat_of hits "$st")" ] && [ "$(stat_of events_total "$st")" -eq $(( $(stat_of hits "$st") + $(stat_of drops "$st") )) ] && ! grep -q "^stack_id $NO_KERNEL " "$tmp/spin_plain/stack_map"'
+
+# --offcpu: each block's user stack, taken at switch-out.
+"$tmp/uspin" 30 nap > "$tmp/nap.out" &
+npid=$!
+for _ in $(seq 100); do grep -q ready "$tmp/nap.out" 2> /dev/null && break; sleep 0.05; done
+timeout 30 "$BIN" --user-stacks --offcpu --pid $npid --min-block-us 500 --duration 1 --top 1 \
+  --output "$tmp/nap" > "$tmp/nap.top" 2> "$tmp/nap.err"
+rc=$?
+kill $npid 2> /dev/null
+wait $npid 2> /dev/null
+nap_fns=$(awk '/^#1 /{on=1; next} on && /\(uspin\)/ {print $1}' "$tmp/nap.top" | sed 's/+0x.*//' | tr '\n' ' ')
+check "--offcpu --user-stacks (rc $rc): the heaviest block's user stack is nap_one, main ($nap_fns)" \
+  '[ $rc -eq 0 ] && [[ "$nap_fns" == "ustack_nap_one main "* ]] && grep -q "^#1 stack_id [0-9]* user_stack_id [0-9]*: .*off-CPU" "$tmp/nap.top"'
+
 # Without --user-stacks nothing of it shows.
 timeout 30 "$BIN" -e kmem:kmem_cache_alloc --duration 1 --output "$tmp/plain" 2> "$tmp/plain.err"
 check "without --user-stacks: no user lines in stack_map_stat" '! grep -q user "$tmp/plain/stack_map_stat"'

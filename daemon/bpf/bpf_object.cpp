@@ -67,13 +67,29 @@ StackmapdSkeleton open_skeleton(const SessionConfig& c) {
   return skel;
 }
 
-// The maps pinned under pin_dir, by pin name (BpfObject::pin_names()).
+// The kernel table's maps pinned under pin_dir, by pin name (BpfObject::pin_names()).
 std::vector<PinnedMap> pinned_maps(stackmapd_bpf* skel) {
   return {{"slots", skel->maps.slots},
           {"pool", skel->maps.pool},
           {"batches", skel->maps.batches},
           {"ids", skel->maps.ids},
           {"state", skel->maps.bss}};
+}
+
+// The user table's (--user-stacks; one entry each without it). Its
+// smt_shared is in "state": taken over only with the kernel table.
+std::vector<PinnedMap> user_pinned_maps(stackmapd_bpf* skel) {
+  return {{"uslots", skel->maps.uslots}, {"upool", skel->maps.upool}};
+}
+
+// Makes `maps` use the maps pinned under `dir` (before load).
+void reuse_pins(const std::string& dir, const std::vector<PinnedMap>& maps) {
+  for (const auto& m : maps) {
+    UniqueFd fd(bpf_obj_get((dir + "/" + m.name).c_str()));
+    if (!fd || bpf_map__reuse_fd(m.map, fd.get()) != 0)
+      throw Error("cannot reuse the table pinned in " + dir + "/" + m.name + ": " +
+                  errno_text(errno) + ": remove the pins (stackmapd unpin) to start clean");
+  }
 }
 
 }  // namespace
@@ -97,7 +113,8 @@ BpfObject::BpfObject(const SessionConfig& config)
 }
 
 const std::vector<std::string>& BpfObject::pin_names() {
-  static const std::vector<std::string> names = {"slots", "pool", "batches", "ids", "state"};
+  static const std::vector<std::string> names = {"slots", "pool",   "batches", "ids",
+                                                 "state", "uslots", "upool"};
   return names;
 }
 
@@ -125,12 +142,16 @@ bool BpfObject::load_own(const SessionConfig& config) {
     take_over = why.empty();
     if (take_over) {
       // The pinned maps themselves (no pin_path: libbpf would pin at load).
-      for (const auto& m : maps) {
-        UniqueFd fd(bpf_obj_get((pin_dir_ + "/" + m.name).c_str()));
-        if (!fd || bpf_map__reuse_fd(m.map, fd.get()) != 0)
-          throw Error("cannot reuse the table pinned in " + pin_dir_ + "/" + m.name + ": " +
-                      errno_text(errno) + ": remove the pins (stackmapd unpin) to start clean");
-      }
+      reuse_pins(pin_dir_, maps);
+      // A user table of another size (--user-stacks toggled) or none (pins
+      // of an older daemon): this session's starts clean, the kernel's goes on.
+      const std::vector<PinnedMap> user = user_pinned_maps(skel_.get());
+      const std::string user_why = pin_mismatch(pin_dir_, user);
+      user_pinned_ = user_why.empty();
+      if (user_pinned_) reuse_pins(pin_dir_, user);
+      else if (config.user_stacks)
+        spdlog::info("not taking over the user stack table pinned in {}: {}; starting it clean",
+                     pin_dir_, user_why);
     } else if (any_pins(pin_dir_, pin_names())) {
       spdlog::warn("not taking over the table pinned in {}: {}; starting clean", pin_dir_, why);
     }
@@ -210,9 +231,10 @@ void BpfObject::write_settings() const {
 }
 
 void BpfObject::pin() {
-  if (pin_dir_.empty() || pinned_) return;
+  if (pin_dir_.empty() || (pinned_ && user_pinned_)) return;
   prepare_pin_dir(pin_dir_);
-  const std::vector<PinnedMap> maps = pinned_maps(skel_.get());
+  std::vector<PinnedMap> maps = pinned_maps(skel_.get());
+  for (const PinnedMap& m : user_pinned_maps(skel_.get())) maps.push_back(m);
   // Every pin under a new name first: a failure leaves the old pins as they were.
   std::vector<std::string> staged;
   auto unstage = [&] {
@@ -235,7 +257,7 @@ void BpfObject::pin() {
       unstage();
       throw Error("cannot pin the table in " + pin_dir_ + ": rename: " + errno_text(err));
     }
-  pinned_ = true;
+  pinned_ = user_pinned_ = true;
 }
 
 void BpfObject::unpin() const {

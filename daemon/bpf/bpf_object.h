@@ -36,10 +36,12 @@ class BpfObject {
   uint32_t bits() const { return bits_; }
   int slots_fd() const { return slots_fd_; }
   int pool_fd() const { return pool_fd_; }
-  // --user-stacks' table (-1 with --pinned); one entry each when off. Not
-  // pinned: a session that takes a table over starts its user table clean.
+  // --user-stacks' table (-1 with --pinned); one entry each when off.
+  // Pinned beside the kernel table and taken over with it when its pins
+  // are of the same size (user_table_pinned()).
   int uslots_fd() const { return uslots_fd_; }
   int upool_fd() const { return upool_fd_; }
+  bool user_table_pinned() const { return user_pinned_; }
   bool user_stacks() const { return config_.user_stacks; }
   // The per-CPU batches (smt_batch): batch_count() = possible CPUs x SMT_MAX_NEST.
   int batches_fd() const { return batches_fd_; }
@@ -92,9 +94,10 @@ class BpfObject {
   uint32_t batch_count_;
   std::string pin_dir_;
   std::string pinned_where_;
-  bool pinned_ = false;     // our maps are under pin_dir_
-  StackmapdSkeleton skel_;  // our own object, without --pinned
-  Mapping pinned_globals_;  // --pinned: the globals map, mmapped
+  bool pinned_ = false;       // our kernel table's maps are under pin_dir_
+  bool user_pinned_ = false;  // and our user table's
+  StackmapdSkeleton skel_;    // our own object, without --pinned
+  Mapping pinned_globals_;    // --pinned: the globals map, mmapped
   int slots_fd_ = -1, pool_fd_ = -1, batches_fd_ = -1, ids_fd_ = -1;
   int uslots_fd_ = -1, upool_fd_ = -1;
   int tracepoint_prog_ = -1, profile_prog_ = -1, offcpu_prog_ = -1, offcpu_start_fd_ = -1;

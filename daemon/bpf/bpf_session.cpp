@@ -102,13 +102,15 @@ void BpfSession::take_over() {
   }
   smt_shared& shared = table_.shared();
   hash_seed_ = shared.hash_seed;
-  // The user table is not pinned (bpf_object.h): this session's starts empty.
-  user_table_.clear(random_seed());
+  // The user table goes on with the kernel table when its pins were taken
+  // over too (bpf_object.h); otherwise this session's starts empty.
+  if (!object_.user_table_pinned()) user_table_.clear(random_seed());
   user_stacks_.clear();
   uint32_t epoch = SMT_STATE_EPOCH(shared.state);
   if (shared.state & SMT_STATE_RESETTING) {
     spdlog::warn("a reset of the table pinned in {} did not finish: finishing it", where);
     table_.clear();
+    user_table_.clear(random_seed());
     ++epoch;
     ++book.resets;
     shared.state = epoch << 1;

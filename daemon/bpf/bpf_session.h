@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,8 @@ class BpfSession {
   StackRecord table_stack(uint32_t id) const { return table_.stack(id); }
   // Every stack the BPF table holds, by slot order.
   std::vector<StackRecord> table_stacks() const { return table_.stacks(); }
+  // --user-stacks: the user table's stack `id`, for checks.
+  std::optional<UserStackIps> user_table_stack(uint32_t id) const { return user_table_.stack(id); }
 
  private:
   enum class Stage { kLoaded, kAttached };

@@ -37,7 +37,11 @@ TableView::TableView(const BpfObject& object)
       slots_(map_array(object.slots_fd(), PROT_READ | PROT_WRITE, "slots")),
       pool_(object.pool_fd(), 1u << bits_, PROT_READ | PROT_WRITE, "pool") {}
 
+// SMT_NO_KERNEL_STACK's stack: always there, empty.
+constexpr smt_elt kNoKernelFrames = {};
+
 const smt_elt* TableView::published_elt(uint32_t id) const {
+  if (id == SMT_NO_KERNEL_STACK) return &kNoKernelFrames;
   return pool_.published_elt(slots_.as<const smt_slot>(), bits_, shared().next_elt, id);
 }
 
@@ -50,6 +54,10 @@ uint32_t TableView::find(const std::vector<uint64_t>& ips) const {
 }
 
 void TableView::add_ref(uint32_t id, uint64_t n) const {
+  if (id == SMT_NO_KERNEL_STACK) {
+    book().no_kernel_refs += n;
+    return;
+  }
   // No BPF program writes a published element: a relaxed add is ours alone.
   if (const smt_elt* e = published_elt(id))
     __atomic_fetch_add(&const_cast<smt_elt*>(e)->ref_count, n, __ATOMIC_RELAXED);
@@ -60,7 +68,8 @@ StackRecord TableView::stack(uint32_t id) const {
   r.stack_id = id;
   const smt_elt* e = published_elt(id);
   if (!e) return r;
-  r.ref_count = __atomic_load_n(&e->ref_count, __ATOMIC_RELAXED);
+  r.ref_count = id == SMT_NO_KERNEL_STACK ? book().no_kernel_refs
+                                          : __atomic_load_n(&e->ref_count, __ATOMIC_RELAXED);
   r.ips.assign(e->ips, e->ips + e->nr);
   return r;
 }
@@ -71,6 +80,7 @@ std::vector<StackRecord> TableView::stacks() const {
     StackRecord r = stack(id);
     if (!r.ips.empty()) out.push_back(std::move(r));
   }
+  if (book().no_kernel_refs) out.push_back(stack(SMT_NO_KERNEL_STACK));
   return out;
 }
 
@@ -102,6 +112,7 @@ TableStats TableView::stats_of(const std::vector<smt_cpu_counters>& counters,
 
 void TableView::clear() {
   std::memset(slots_.get(), 0, static_cast<size_t>(table_size()) * sizeof(smt_slot));
+  book().no_kernel_refs = 0;
   __atomic_store_n(&shared().next_elt, 0, __ATOMIC_SEQ_CST);
 }
 

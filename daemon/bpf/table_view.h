@@ -26,7 +26,8 @@ class TableView {
   uint32_t table_size() const { return 2u << bits_; }
   uint32_t pool_size() const { return 1u << bits_; }
 
-  // The element slot `id` publishes (stack_table.h's smt_published_elt).
+  // The element slot `id` publishes (stack_table.h's smt_published_elt);
+  // for SMT_NO_KERNEL_STACK an empty one, its count kept in book().
   const smt_elt* published_elt(uint32_t id) const;
   // The id of the published stack with these frames, or SMT_NO_STACK_ID.
   uint32_t find(const std::vector<uint64_t>& ips) const;
@@ -35,7 +36,8 @@ class TableView {
   // The table's own view of a stack: its frames and ref_count.
   // Empty frames when the slot holds no published element.
   StackRecord stack(uint32_t id) const;
-  // Every stack the table holds, by slot order.
+  // Every stack the table holds, by slot order, then SMT_NO_KERNEL_STACK's
+  // if it counted events.
   std::vector<StackRecord> stacks() const;
 
   smt_shared& shared() const { return globals_->shared; }

@@ -6,6 +6,7 @@
 
 #include "daemon/export/exports.h"
 #include "daemon/model/user_stack.h"
+#include "stackmapd/abi.h"
 
 namespace stackmapd {
 
@@ -153,6 +154,7 @@ std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms,
              percent(share(s.weight, total_weight)) + ")";
     out += ", depth " + std::to_string(s.ips.size()) + "\n";
     for (uint64_t ip : s.ips) out += "    " + kernel_name(ip) + "\n";
+    if (s.stack_id == SMT_NO_KERNEL_STACK) out += "    [no kernel frames: sampled in user mode]\n";
     if (snap.user.enabled) append_user_frames(snap, s.ustack, out);
     if (s.by.empty()) continue;
     out += "  by " + snap.keys.str() + ":\n";

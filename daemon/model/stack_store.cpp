@@ -44,7 +44,10 @@ int compare_field(const KeyValues& a, const KeyValues& b, KeyField f) {
 }  // namespace
 
 StackStore::StackStore(uint32_t table_size, KeySpec keys, uint32_t max_key_pairs, bool user_stacks)
-    : keys_(std::move(keys)), mask_(mask_of(keys_)), index_(table_size, 0), pairs_(max_key_pairs) {
+    : keys_(std::move(keys)),
+      mask_(mask_of(keys_)),
+      index_(size_t{table_size} + 1, 0),
+      pairs_(max_key_pairs) {
   if (user_stacks) mask_.ustack = ~0u;
 }
 
@@ -66,7 +69,7 @@ void StackStore::look_up(const PairKey& k) {
 }
 
 void StackStore::insert(uint32_t id, std::vector<uint64_t> ips, uint64_t ref_count) {
-  if (!valid_id(id) || index_[id] != 0)
+  if (!valid_id(id) || index_[at(id)] != 0)
     throw Error("internal: stack_id " + std::to_string(id) + " inserted twice or out of range");
   StackRecord r;
   r.stack_id = id;
@@ -75,7 +78,7 @@ void StackStore::insert(uint32_t id, std::vector<uint64_t> ips, uint64_t ref_cou
   r.weight = ref_count;
   stacks_.push_back(std::move(r));
   other_.push_back(Counts{ref_count, ref_count});
-  index_[id] = static_cast<uint32_t>(stacks_.size());
+  index_[at(id)] = static_cast<uint32_t>(stacks_.size());
   last_ = nullptr;  // other_ may have moved; and after clear(), every count starts here
 }
 

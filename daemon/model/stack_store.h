@@ -21,6 +21,7 @@
 #include "daemon/model/key_pairs.h"
 #include "daemon/model/stack_record.h"
 #include "daemon/model/table_stats.h"
+#include "stackmapd/abi.h"
 
 namespace stackmapd {
 
@@ -38,14 +39,16 @@ class StackStore {
   StackStore(const StackStore& o);
   StackStore& operator=(const StackStore&) = delete;
 
-  bool valid_id(uint32_t id) const { return id < index_.size(); }
+  // Ids below table_size, and SMT_NO_KERNEL_STACK (abi.h).
+  bool valid_id(uint32_t id) const { return at(id) < index_.size(); }
 
   // Counts n events of a known id weighing `weight` together (the consumer's
   // hot path); false when `id` is new (or invalid) and must be added with
   // insert(). Runs of one pair (the same stack and masked key) cost no hash lookup.
   bool count(uint32_t id, const EventKey& key, uint64_t weight, uint64_t n = 1) {
-    if (id >= index_.size() || index_[id] == 0) return false;
-    uint32_t pos = index_[id] - 1;
+    const uint32_t a = at(id);
+    if (a >= index_.size() || index_[a] == 0) return false;
+    uint32_t pos = index_[a] - 1;
     stacks_[pos].ref_count += n;
     stacks_[pos].weight += weight;
     if (key.source >= source_events_.size()) source_events_.resize(size_t{key.source} + 1);
@@ -71,7 +74,8 @@ class StackStore {
 
   // A stack's frames, count and weight; its `by` is left empty (snapshot() fills it).
   const StackRecord* find(uint32_t id) const {
-    return id < index_.size() && index_[id] ? &stacks_[index_[id] - 1] : nullptr;
+    const uint32_t a = at(id);
+    return a < index_.size() && index_[a] ? &stacks_[index_[a] - 1] : nullptr;
   }
 
   // Stacks ordered by stack_id, as the kernel's exports walk the table, with
@@ -88,6 +92,11 @@ class StackStore {
   const std::vector<uint64_t>& source_events() const { return source_events_; }
 
  private:
+  // id's place in index_: SMT_NO_KERNEL_STACK has the last; past the end if invalid.
+  uint32_t at(uint32_t id) const {
+    const uint32_t ids = static_cast<uint32_t>(index_.size()) - 1;
+    return id < ids ? id : id == SMT_NO_KERNEL_STACK ? ids : UINT32_MAX;
+  }
   EventKey masked(const EventKey& k) const {
     return EventKey{k.pid & mask_.pid,           k.tid & mask_.tid,
                     k.comm & mask_.comm,         k.cgroup & mask_.cgroup,
@@ -99,7 +108,7 @@ class StackStore {
 
   KeySpec keys_;
   EventKey mask_;                    // all ones in the fields of keys_, zeros elsewhere
-  std::vector<uint32_t> index_;      // stack_id -> 1 + position in stacks_, 0 if unseen
+  std::vector<uint32_t> index_;      // at(stack_id) -> 1 + position in stacks_, 0 if unseen
   std::vector<StackRecord> stacks_;  // `by` empty
   std::vector<Counts> other_;        // by position, as stacks_
   KeyPairs pairs_;

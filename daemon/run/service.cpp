@@ -179,12 +179,12 @@ std::string Service::reload() {
   SessionConfig sc = next.session();
   resolve_session_events(sc, mount_tracefs_events());
   // What the records mean or how they are kept changes only with a new session.
-  const bool same_table = next.bits == config_.bits && next.ringbuf_kb == config_.ringbuf_kb &&
-                          next.verify == config_.verify && next.pin_dir == config_.pin_dir &&
-                          next.pinned == config_.pinned && next.by == config_.by &&
-                          next.sum == config_.sum && next.offcpu == config_.offcpu &&
-                          next.min_block_us == config_.min_block_us &&
-                          next.max_keys == config_.max_keys;
+  const bool same_table =
+      next.bits == config_.bits && next.ringbuf_kb == config_.ringbuf_kb &&
+      next.verify == config_.verify && next.pin_dir == config_.pin_dir &&
+      next.pinned == config_.pinned && next.by == config_.by && next.sum == config_.sum &&
+      next.offcpu == config_.offcpu && next.min_block_us == config_.min_block_us &&
+      next.max_keys == config_.max_keys && next.user_stacks == config_.user_stacks;
 
   sd_notify(0, "RELOADING=1");
   std::string how;

@@ -73,7 +73,7 @@ enum smt_counter {
 	SMC_DROP_PROBE_LIMIT,	  /* SMT_MAX_PROBES slots visited without a match */
 	SMC_DROP_BUSY,		  /* matching slot still being written by another CPU */
 	SMC_DROP_STACK_ERROR,	  /* bpf_get_stack() failed */
-	SMC_DROP_NO_KERNEL_STACK, /* no kernel frames: a sample taken in user space */
+	SMC_DROP_NO_KERNEL_STACK, /* no kernel frames, no user stack (SMT_NO_KERNEL_STACK) */
 	SMC_DROP_RINGBUF_FULL,	  /* no room for the id record: consumer too slow */
 	SMC_DROP_RESETTING,	  /* arrived while the table was being reset */
 	SMC_DROP_NESTED,	  /* programs nested deeper than SMT_MAX_NEST on one CPU */
@@ -104,6 +104,7 @@ struct smt_daemon_state {
 	__u64 resets;
 	__u64 past_events;	   /* hits + drops of the epochs before this one */
 	__u64 baseline[2][SMC_NR]; /* counters at the start of each parity's epoch */
+	__u64 no_kernel_refs;	   /* SMT_NO_KERNEL_STACK's ref_count: it has no pool element */
 };
 
 /* Everything the BPF program keeps besides the table: the .bss of the
@@ -139,6 +140,12 @@ struct smt_globals {
  * frame readable, --user-stacks off); SMT_NO_STACK_ID: one the table could
  * not take. Both counted (SMC_NO_USER_STACK, SMC_USER_NOT_STORED). */
 #define SMT_NO_USER_STACK 0xfffffffeU
+/* stack_id of a --user-stacks event with no kernel frames (a --profile sample
+ * taken in user mode) and a user stack: the stack the exports show for it is
+ * empty (depth 0), its frames are all user frames. Never a slot index (at
+ * most 2^(SMT_MAX_BITS+1)) nor an overflow id (the daemon's, from the table
+ * size up), nor either of the SMT_NO_* ids. */
+#define SMT_NO_KERNEL_STACK 0xfffffffdU
 
 /* Leading frames of the tracing machinery (__traceiter_<event>, which a
  * tracepoint calls its probes through once another kind of probe shares
