@@ -400,7 +400,7 @@ void spin_in_user_mode(int ms) {
   static volatile uint64_t sink;
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   while (std::chrono::steady_clock::now() < end)
-    for (int i = 0; i < 100000; ++i) sink += i;
+    for (int i = 0; i < 100000; ++i) sink = sink + i;
 }
 
 // --user-stacks: the user table is pinned beside the kernel table, and a
