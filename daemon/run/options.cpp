@@ -34,8 +34,8 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
   }
   shown(app.add_option("--bits", o.bits, "Table size: 2^bits unique stacks, 10..20"), true);
   shown(app.add_option("--ringbuf-kb", o.ringbuf_kb,
-                       fg ? "Ring buffer size in KiB, a power of two (64 B and the event's fields "
-                            "per --trace event; "
+                       fg ? "Ring buffer size in KiB, a power of two (--trace: ~12 B and the "
+                            "event's fields per event; "
                             "counts need a record per batch entry that makes room)"
                           : "Ring buffer size in KiB, a power of two"),
         true);
