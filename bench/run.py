@@ -256,12 +256,14 @@ class Stackmapd(Tracer):
                 "cpu_stat": proc_stat_cpu_s(self.proc.pid), "wall": time.time()}
 
     def ring_bytes_per_event(self, m0, m1, events):
-        """(bytes, source): the session's `ring_bytes:` over its `events_total:`
-        (both since load) from stack_map_stat when the daemon writes that line
-        (after stop), else the producer position over the window's program runs."""
+        """(bytes, source): the session's `ring_bytes:` over the events that
+        reached the ring (`events_total:` less `drop_ringbuf_full:`: a dropped
+        event sends nothing, and --trace drops when the daemon's printing falls
+        behind) from stack_map_stat when the daemon writes those lines (after
+        stop), else the producer position over the window's program runs."""
         try:
-            return (int(self.stat["ring_bytes"]) / int(self.stat["events_total"]),
-                    "stack_map_stat")
+            sent = int(self.stat["events_total"]) - int(self.stat.get("drop_ringbuf_full", 0))
+            return int(self.stat["ring_bytes"]) / sent, "stack_map_stat"
         except (KeyError, ValueError, ZeroDivisionError):
             pass
         if m0["pos"] is None or not events:
@@ -588,6 +590,7 @@ def bench_ring(a, bins):
             x = stackmapd_run(Stackmapd(bins["stackmapd"], cname, extra=extra),
                               lambda: workload(bins["alloc_loop"], a.cpu, a.seconds, mix=mix))
             rounds.append({"config": cname, "workload": wname, "ops_per_s": x["work"],
+                           "drop_ringbuf_full": x["stat"].get("drop_ringbuf_full"),
                            **{k: x[k] for k in ("events", "events_per_s", "ring_bytes_per_event",
                                                 "ring_bytes_source", "stat_events")}})
             log(f"ring {cname} on {wname}: {num(rounds[-1]['ring_bytes_per_event'], 2)} B/event "
@@ -889,7 +892,9 @@ def ab_rows(res, a, b, figures):
              fmt(res[k]["ratio"], "×", 3)] for k, label, digits in figures]
 
 
-RING_SOURCE = {"stack_map_stat": "stack_map_stat `ring_bytes` / `events_total`, whole session",
+RING_SOURCE = {"stack_map_stat": "stack_map_stat `ring_bytes` / (`events_total` - "
+                                 "`drop_ringbuf_full`), the events that reached the ring, whole "
+                                 "session",
                "producer position": "the ring's producer position / program runs (this daemon "
                                     "writes no `ring_bytes`)"}
 RING_GOALS = {("by", "alloc_loop"): "≤ 5 B (stretch ≤ 1 B on repetitive phases)",
