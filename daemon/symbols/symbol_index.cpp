@@ -45,7 +45,11 @@ SymbolIndex::SymbolIndex(Dwfl_Module* mod) : mod_(mod) {
     if (!name || !name[0] || sym.st_shndx == SHN_UNDEF) continue;
     const int type = GELF_ST_TYPE(sym.st_info);
     if (type == STT_SECTION || type == STT_FILE || type == STT_TLS) continue;
-    Entry e{addr, sym.st_size, 0, static_cast<uint32_t>(i), binding_value(sym),
+    Entry e{addr,
+            sym.st_size,
+            0,
+            static_cast<uint32_t>(i),
+            binding_value(sym),
             first_global == 0 || i >= first_global};
     if (sym.st_size) {
       sized_.push_back(e);
