@@ -9,6 +9,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+
+#include "daemon/symbols/symbol_index.h"
 
 namespace stackmapd {
 
@@ -42,8 +45,10 @@ std::string with_offset(const std::string& name, uint64_t off) {
 struct UserSymbolizer::Binary {
   Dwfl* dwfl = nullptr;
   Dwfl_Module* mod = nullptr;
+  std::optional<SymbolIndex> symbols;  // points into mod: reset before dwfl_end
   uint64_t last_use = 0;
   ~Binary() {
+    symbols.reset();
     if (dwfl) dwfl_end(dwfl);
   }
 };
@@ -66,6 +71,7 @@ UserSymbolizer::Binary* UserSymbolizer::binary(const std::string& key, const std
     if (b->dwfl) {
       b->mod = dwfl_report_offline(b->dwfl, key.c_str(), file.c_str(), -1);
       dwfl_report_end(b->dwfl, nullptr, nullptr);
+      if (b->mod) b->symbols.emplace(b->mod);
     }
     // A file that cannot be read stays cached as such: it is not retried per frame.
     it = binaries_.emplace(key, std::move(b)).first;
@@ -110,9 +116,7 @@ UserSymbolizer::Result UserSymbolizer::resolve(const std::string& key, const std
     free(scopes);
   }
   GElf_Off off = 0;
-  GElf_Sym sym;
-  if (const char* name =
-          dwfl_module_addrinfo(b->mod, lookup, &off, &sym, nullptr, nullptr, nullptr)) {
+  if (const char* name = b->symbols->lookup(lookup, &off)) {
     // The offset of the address itself, as perf and addr2line print it.
     r.symbols.push_back(with_offset(demangle(name), at - (lookup - off)));
   } else {
