@@ -101,11 +101,10 @@ int run_trace(const TraceArgs& args) {
   check_writable_parent(args.folded, "--folded");
   check_writable_parent(args.svg, "--svg");
   check_writable_parent(args.pprof, "--pprof");
-  // NaN and 1e400 (inf) fail both comparisons.
+  // NaN fails both comparisons, 1e400 (inf) the second.
   if (args.duration && !(*args.duration > 0 && *args.duration <= kMaxDurationS))
-    throw Error("--duration " + std::to_string(*args.duration) +
-                " is out of range: give more than 0 and at most " +
-                std::to_string(static_cast<long>(kMaxDurationS)) + " seconds (a year)");
+    throw Error("--duration must be more than 0 seconds and at most " +
+                std::to_string(static_cast<long>(kMaxDurationS)) + " (a year)");
   opt.duration_s = args.duration;
   if (!opt.duration_s && args.top) opt.duration_s = 5.0;
   if (!args.output.empty()) prepare_output_dir(args.output);

@@ -54,7 +54,7 @@ check "the daemon is ready" 'grep -q "^[0-9.]* READY=1" "$tmp/notify.log"'
 load=$!
 pids+=($load)
 started=$("$PY" -c 'import time; print("%.3f" % time.monotonic())')
-for _ in $(seq 160); do kill -HUP "$daemon"; sleep 0.05; done  # 8 s of one every 50 ms
+for _ in $(seq 240); do kill -HUP "$daemon"; sleep 0.05; done  # 12 s of one every 50 ms
 ended=$("$PY" -c 'import time; print("%.3f" % time.monotonic())')
 sleep 1.5
 kill "$load"
@@ -66,14 +66,15 @@ statuses=$(grep -c "STATUS=" "$tmp/storm.log")
 first=$(grep -m1 -o "STATUS=[0-9]*" "$tmp/storm.log" | cut -d= -f2)
 last=$(grep -o "STATUS=[0-9]*" "$tmp/storm.log" | tail -1 | cut -d= -f2)
 reloads=$(grep -c "reloaded /dev/null" "$tmp/storm.err")
-check "the watchdog hears from the loop at least every 3 s during 8 s of SIGHUPs (longest gap ${gap} s)" \
-  'awk -v g="$gap" "BEGIN { exit !(g < 3) }"'
+# A ping waits for the reload under way (~1 s here) and, at worst, one more.
+check "the watchdog hears from the loop at least every 6 s during 12 s of SIGHUPs (longest gap ${gap} s)" \
+  'awk -v g="$gap" "BEGIN { exit !(g < 6) }"'
 check "the timed exports go on during the storm (${statuses} of them, want 6 or more)" \
   '[ "$statuses" -ge 6 ]'
 check "and count events meanwhile (${first:-none} -> ${last:-none})" \
   '[ -n "$first" ] && [ -n "$last" ] && [ "$last" -gt "$first" ]'
-check "the reloads are coalesced, and each one runs (${reloads} reloads for 160 SIGHUPs)" \
-  '[ "$reloads" -ge 1 ] && [ "$reloads" -le 160 ]'
+check "the reloads are coalesced, and each one runs (${reloads} reloads for 240 SIGHUPs)" \
+  '[ "$reloads" -ge 1 ] && [ "$reloads" -le 240 ]'
 kill -TERM "$daemon"
 wait "$daemon"
 rc=$?
@@ -184,7 +185,7 @@ check "the next start works (exit $(cat "$tmp/ns2.rc" 2> /dev/null))" \
   '[ "$(cat "$tmp/ns2.rc" 2> /dev/null)" = 0 ]'
 
 # --- values that used to pass silently (item 10) -------------------------------
-expect_error "out of range" timeout 20 "$BIN" --duration 1e400 -e kmem:kmem_cache_alloc --output "$tmp/o"
+expect_error "and at most" timeout 20 "$BIN" --duration 1e400 -e kmem:kmem_cache_alloc --output "$tmp/o"
 expect_error "not in range" timeout 20 "$BIN" --top -1 -e kmem:kmem_cache_alloc
 expect_error "no such process" timeout 20 "$BIN" --pid 4194300 -e kmem:kmem_cache_alloc --duration 1
 
