@@ -6,6 +6,7 @@
 // the daemon and its config file); the work is in the library.
 #include <malloc.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -269,7 +270,11 @@ int main(int argc, char** argv) {
     }
     if (ctl->parsed()) return run_ctl(ctl_words, trace_args.socket);
     if (unpin->parsed()) {
-      remove_pins(pin_dir, BpfSession::pin_names());
+      // Not from under a daemon that runs on them: its lock says.
+      if (access(pin_dir.c_str(), F_OK) == 0) {
+        PinDirLock lock(pin_dir);
+        remove_pins(pin_dir, BpfSession::pin_names());
+      }
       return 0;
     }
     if (daemon->parsed()) {

@@ -125,6 +125,8 @@ expect_error "give top a count" "$BIN" --socket "$shared/control.sock" ctl top -
 # --- a second daemon on the same pin dir (item 8) ------------------------------
 expect_error "already uses the table pinned" "$BIN" daemon --config /dev/null \
   --export-dir "$tmp/second" --pin-dir "$pins"
+expect_error "already uses the table pinned" "$BIN" unpin --pin-dir "$pins"
+check "unpin leaves a running daemon's pins" '[ -e "$pins/slots" ]'
 fails=0
 for _ in $(seq 8); do
   "$BIN" --socket "$shared/control.sock" ctl snapshot > /dev/null 2>&1 || fails=$((fails + 1))
