@@ -6,6 +6,7 @@
 // the daemon and its config file); the work is in the library.
 #include <malloc.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -31,6 +32,10 @@
 namespace {
 
 using namespace stackmapd;
+
+// Bounds that catch a typo: --top -1 would wrap to 2^64 - 1, --duration 1e400 is inf.
+constexpr size_t kMaxTop = size_t{1} << 21;  // past any table (2^20 stacks)
+constexpr double kMaxDurationS = 365.0 * 24 * 3600;
 
 // The session's options (options.h) and what the foreground does with it.
 struct TraceArgs : SessionOptions {
@@ -97,7 +102,10 @@ int run_trace(const TraceArgs& args) {
   check_writable_parent(args.folded, "--folded");
   check_writable_parent(args.svg, "--svg");
   check_writable_parent(args.pprof, "--pprof");
-  if (args.duration && *args.duration <= 0) throw Error("--duration must be more than 0 seconds");
+  // NaN fails both comparisons, 1e400 (inf) the second.
+  if (args.duration && !(*args.duration > 0 && *args.duration <= kMaxDurationS))
+    throw Error("--duration must be more than 0 seconds and at most " +
+                std::to_string(static_cast<long>(kMaxDurationS)) + " (a year)");
   opt.duration_s = args.duration;
   if (!opt.duration_s && args.top) opt.duration_s = 5.0;
   if (!args.output.empty()) prepare_output_dir(args.output);
@@ -192,7 +200,8 @@ int main(int argc, char** argv) {
   app.add_option("--output", trace_args.output,
                  "Write stack_map, stack_map_stat, stack_map_bin and stack_map.json here");
   app.add_option("--top", trace_args.top,
-                 "Print the N most frequent stacks (from the running daemon if there is one)");
+                 "Print the N most frequent stacks (from the running daemon if there is one)")
+      ->check(CLI::Range(size_t{1}, kMaxTop));
   app.add_option("--backend", trace_args.backend,
                  "bpf, tracefs (the kernel's options/stackmap, for kernels without BPF), or auto")
       ->check(CLI::IsMember({"auto", "bpf", "tracefs"}))
@@ -213,8 +222,10 @@ int main(int argc, char** argv) {
   decode->add_option(
       "--pprof", decode_args.pprof,
       "Write a gzipped pprof profile to FILE (with --by's labels from a JSON export)");
-  decode->add_option("--top", decode_args.top,
-                     "Only the N stacks with the highest ref_count (0: all, in file order)");
+  decode
+      ->add_option("--top", decode_args.top,
+                   "Only the N stacks with the highest ref_count (0: all, in file order)")
+      ->check(CLI::Range(size_t{0}, kMaxTop));
   decode->add_option("--user-symbols-from", decode_args.user_symbols_from,
                      "With a stack_map.json of --user-stacks: symbolize its user frames from "
                      "the binaries the export directory DIR keeps (DIR/binaries/BUILD_ID)");
@@ -259,7 +270,11 @@ int main(int argc, char** argv) {
     }
     if (ctl->parsed()) return run_ctl(ctl_words, trace_args.socket);
     if (unpin->parsed()) {
-      remove_pins(pin_dir, BpfSession::pin_names());
+      // Not from under a daemon that runs on them: its lock says.
+      if (access(pin_dir.c_str(), F_OK) == 0) {
+        PinDirLock lock(pin_dir);
+        remove_pins(pin_dir, BpfSession::pin_names());
+      }
       return 0;
     }
     if (daemon->parsed()) {

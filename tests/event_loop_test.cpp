@@ -84,6 +84,29 @@ TEST(EventLoop, SignalTakenBeforeItArrivesIsHandledInTheLoop) {
   EXPECT_FALSE(blocked(SIGUSR2)) << "the mask is restored";
 }
 
+// A signal arriving again while its handler runs (a SIGHUP storm during a
+// slow reload) is handled once in the next turn; the timers run in between.
+TEST(EventLoop, SignalStormLeavesTimersTheirTurn) {
+  EventLoop loop;
+  int handled = 0;
+  int ticks = 0;
+  loop.on_signal(SIGUSR2, [&](int) {
+    if (++handled > 20) return;  // the storm is over: none left pending
+    kill(getpid(), SIGUSR2);     // the next one of the storm, already pending
+    kill(getpid(), SIGUSR2);     // and another: pending signals coalesce
+    std::this_thread::sleep_for(2ms);
+  });
+  loop.every(1ms, [&] { ++ticks; });
+  kill(getpid(), SIGUSR2);
+  for (int turn = 1; turn <= 20; ++turn) {
+    loop.run_once(1s);
+    ASSERT_EQ(handled, turn) << "one handler call per turn";
+    ASSERT_GE(ticks, turn) << "the timer ran in every turn";
+  }
+  loop.run_once(1s);  // the last one
+  EXPECT_EQ(handled, 21);
+}
+
 TEST(SignalFd, MovesOwnership) {
   SignalFd a({SIGUSR2});
   int fd = a.fd();

@@ -14,6 +14,7 @@
 
 #include "daemon/export/flamegraph.h"
 #include "daemon/export/fsmb.h"
+#include "daemon/export/staged_files.h"
 #include "daemon/export/user_binaries.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
@@ -268,38 +269,9 @@ void prepare_output_dir(const std::string& dir) {
 
 void write_file_atomic(const std::string& path, const std::string& content, mode_t mode,
                        gid_t group) {
-  std::string tmp = path + ".tmp-XXXXXX";
-  int fd = mkstemp(tmp.data());
-  if (fd < 0) throw Error("cannot create a file beside " + path + ": " + std::strerror(errno));
-  auto fail = [&](const char* what) {
-    int err = errno;
-    close(fd);
-    unlink(tmp.c_str());
-    throw Error(std::string("cannot ") + what + " " + path + ": " + std::strerror(err) +
-                ": check free space and permissions");
-  };
-  if (fchmod(fd, mode) != 0) fail("set the mode of");
-  if (group != kNoGroup && fchown(fd, static_cast<uid_t>(-1), group) != 0) fail("set the group of");
-  size_t off = 0;
-  while (off < content.size()) {
-    ssize_t n = write(fd, content.data() + off, content.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail("write");
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) fail("sync");
-  if (close(fd) != 0) {
-    int err = errno;
-    unlink(tmp.c_str());
-    throw Error("cannot write " + path + ": " + std::strerror(err));
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    unlink(tmp.c_str());
-    throw Error("cannot replace " + path + ": " + std::strerror(err));
-  }
+  StagedFiles file;
+  file.add(path, content, mode, group);
+  file.commit();
 }
 
 void write_flame_outputs(const std::vector<SymbolizedStack>& stacks, const std::string& folded,
@@ -325,12 +297,15 @@ void check_writable_parent(const std::string& path, const char* option) {
 void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms* ksyms,
                    gid_t group) {
   constexpr mode_t kPrivate = 0640;
-  write_file_atomic(dir + "/stack_map_bin", fsmb_encode(snap.stacks), kPrivate, group);
-  write_file_atomic(dir + "/stack_map.json", format_json(snap, ksyms), kPrivate, group);
-  write_file_atomic(dir + "/stack_map", format_stack_map(snap.stacks, ksyms), kPrivate, group);
-  write_file_atomic(dir + "/stack_map_stat", format_stat(snap.stats), kPrivate, group);
+  // All written before any replaces its old one: the set is of one snapshot.
+  StagedFiles set;
+  set.add(dir + "/stack_map_bin", fsmb_encode(snap.stacks), kPrivate, group);
+  set.add(dir + "/stack_map.json", format_json(snap, ksyms), kPrivate, group);
+  set.add(dir + "/stack_map", format_stack_map(snap.stacks, ksyms), kPrivate, group);
+  set.add(dir + "/stack_map_stat", format_stat(snap.stats), kPrivate, group);
   if (!snap.kernel.release.empty())
-    write_file_atomic(dir + "/stack_map.kernel", snap.kernel.to_text(), kPrivate, group);
+    set.add(dir + "/stack_map.kernel", snap.kernel.to_text(), kPrivate, group);
+  set.commit();
   if (snap.user.enabled) save_user_binaries(dir, snap.user, group);
 }
 

@@ -88,9 +88,15 @@ void EventLoop::run_once(Clock::duration max_wait) {
     fn(fds[i].revents);
   }
   if (signals_.fd() >= 0 && fds.back().revents) {
-    while (auto sig = signals_.next()) {
-      auto it = signal_fns_.find(*sig);
-      if (it != signal_fns_.end()) it->second(*sig);
+    // Only what is pending now, each signal once: one arriving while a
+    // handler runs (a reload takes a while) waits for the next turn, so a
+    // storm of them cannot keep the timers and the watched fds from theirs.
+    std::vector<int> arrived;
+    while (auto sig = signals_.next())
+      if (std::find(arrived.begin(), arrived.end(), *sig) == arrived.end()) arrived.push_back(*sig);
+    for (int sig : arrived) {
+      auto it = signal_fns_.find(sig);
+      if (it != signal_fns_.end()) it->second(sig);
     }
   }
 

@@ -4,7 +4,8 @@
  * (either backend, daemon/run/foreground.h) and the service
  * (daemon/run/service.h) both run on it. One turn: poll() over the watched
  * fds and the signalfd until the nearest timer is due, then call the ready
- * fds' handlers, the arrived signals' handlers, the due timers' handlers.
+ * fds' handlers, the arrived signals' handlers (each once per turn, however
+ * often it arrived), the due timers' handlers.
  * Handlers run on the loop's thread and must not block: whatever waits on
  * somebody else (a control client) is a watched fd with a deadline timer.
  * A handler that throws ends run() with that exception; handlers that must

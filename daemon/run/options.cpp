@@ -2,8 +2,10 @@
 #include "daemon/run/options.h"
 
 #include <bpf/libbpf.h>
+#include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 
 #include "daemon/bpf/preflight.h"
 #include "daemon/sys/error.h"
@@ -75,6 +77,10 @@ SessionConfig SessionOptions::session_config() const {
   s.bits = static_cast<uint32_t>(bits);
   for (const auto& e : events) s.events.push_back(Tracepoint::parse(e));
   s.profile_hz = profile_hz;
+  // A filter on a pid nobody has would trace nothing, silently.
+  if (pid && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+    throw Error("--pid " + std::to_string(pid) +
+                ": no such process: give the pid of a running process (pgrep NAME)");
   s.filter_pid = pid;
   if (cpu) {
     const int cpus = libbpf_num_possible_cpus();

@@ -8,6 +8,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <optional>
 
 #include "daemon/bpf/bpf_session.h"
+#include "daemon/bpf/pinning.h"
 #include "daemon/bpf/preflight.h"
 #include "daemon/export/breakdown.h"
 #include "daemon/export/exports.h"
@@ -23,9 +25,11 @@
 #include "daemon/run/event_loop.h"
 #include "daemon/run/http_endpoints.h"
 #include "daemon/run/session_setup.h"
+#include "daemon/run/stale_temps.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/runtime_lock.h"
+#include "daemon/sys/stale_socket.h"
 #include "daemon/tracefs/event_format.h"
 
 namespace stackmapd {
@@ -35,13 +39,34 @@ namespace {
 using clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-void make_runtime_dir(const std::string& dir, gid_t group) {
+// The export dir holds root's exports, the control socket and the lock:
+// one that others may write to could swap them. A dir that exists is
+// checked, never changed: it may be shared with other programs.
+void prepare_export_dir(const std::string& dir, gid_t group) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error("cannot create " + dir + ": " + ec.message());
-  chmod(dir.c_str(), 0750);
-  if (group != kNoGroup && chown(dir.c_str(), static_cast<uid_t>(-1), group) != 0)
-    throw Error("cannot give " + dir + " to the export group: " + strerror(errno));
+  std::filesystem::create_directories(std::filesystem::path(dir).parent_path(), ec);
+  if (ec) throw Error("cannot create export-dir " + dir + ": " + ec.message());
+  if (mkdir(dir.c_str(), 0750) == 0) {
+    if (group != kNoGroup && chown(dir.c_str(), static_cast<uid_t>(-1), group) != 0)
+      throw Error("cannot give " + dir + " to the export group: " + strerror(errno));
+    return;
+  }
+  struct stat st;
+  if (errno != EEXIST) throw Error("cannot create export-dir " + dir + ": " + strerror(errno));
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw Error("export-dir " + dir + " is not a directory: remove it or choose another");
+  if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+    throw Error("export-dir " + dir +
+                " is writable by every user: give stackmapd a directory of its own (or make it "
+                "sticky, chmod +t)");
+  if (st.st_uid != 0 && st.st_uid != geteuid())
+    throw Error("export-dir " + dir + " belongs to user " + std::to_string(st.st_uid) +
+                ", who could replace the exports: give stackmapd a directory of root's");
+  if (group != kNoGroup && st.st_gid != group)
+    spdlog::warn(
+        "export-dir {} is not of the export group: its members cannot reach the exports "
+        "there until it is (chgrp)",
+        dir);
 }
 
 class Service {
@@ -53,6 +78,7 @@ class Service {
 
  private:
   void open_session();
+  void forget_failed_start() noexcept;
   void load_symbols();
   Snapshot current();
   void export_now();
@@ -73,12 +99,26 @@ class Service {
   std::unique_ptr<BpfSession> session_;
   std::optional<Kallsyms> ksyms_;
   KernelInfo kernel_;
+  std::optional<PinDirLock> pin_lock_;  // of the current session's pin dir
   EventLoop loop_;  // the service's one loop: ring buffer, control clients, signals, timers
   EventLoop::Id ring_watch_ = 0;
   EventLoop::Id export_timer_ = 0;
+  double export_interval_ = 0;           // the timer's, in seconds
   std::unique_ptr<HttpEndpoints> http_;  // --listen; after loop_, so it goes first
   std::string export_error_;             // the last timed export's failure, said once
 };
+
+// A start that fails leaves no table of its own pinned (up to 2^20 stacks of
+// kernel memory, until `stackmapd unpin`); one it took over stays for the next.
+void Service::forget_failed_start() noexcept {
+  if (session_->resumed()) return;
+  try {
+    session_->detach();
+    session_->unpin();
+  } catch (const Error& e) {
+    spdlog::warn("{}", e.what());
+  }
+}
 
 // The first session, at start; reload() hands over to later ones.
 void Service::open_session() {
@@ -178,6 +218,9 @@ std::string Service::reload() {
   std::unique_ptr<HttpEndpoints> http = new_listen ? open_http(next) : nullptr;
   SessionConfig sc = next.session();
   resolve_session_events(sc, mount_tracefs_events());
+  std::optional<PinDirLock> pin_lock;  // another table's, before it is touched
+  const std::string pin_dir = pin_lock_ ? pin_lock_->dir() : "";
+  if (!sc.pin_dir.empty() && sc.pin_dir != pin_dir) pin_lock.emplace(sc.pin_dir);
   // What the records mean or how they are kept changes only with a new session.
   const bool same_table =
       next.bits == config_.bits && next.ringbuf_kb == config_.ringbuf_kb &&
@@ -224,6 +267,7 @@ std::string Service::reload() {
     throw;
   }
   config_ = next;
+  if (sc.pin_dir != pin_dir) pin_lock_ = std::move(pin_lock);
   if (new_listen) http_ = std::move(http);
   load_symbols();
   try {
@@ -247,7 +291,12 @@ ControlReply Service::handle(const std::string& line) {
     }
     if (line == "top" || line.rfind("top ", 0) == 0) {
       size_t n = 20;
-      if (line.size() > 4) n = std::stoul(line.substr(4));
+      if (line.size() > 4) {
+        const char* end = line.data() + line.size();
+        auto [at, ec] = std::from_chars(line.data() + 4, end, n);  // no sign, no blanks
+        if (ec != std::errc() || at != end || n == 0)
+          return {false, "'" + line + "': give top a count of stacks, 1 or more"};
+      }
       session_->drain(0);
       return {true, format_top(session_->snapshot(), n, symbols())};
     }
@@ -303,9 +352,13 @@ void Service::watch_session() {
 
 void Service::after_reload() {
   watch_session();
-  if (export_timer_)
+  // Only a new interval restarts the timer: reloads in a row (a SIGHUP storm)
+  // would otherwise put the next export off for as long as they come.
+  if (export_timer_ && config_.snapshot_interval != export_interval_) {
+    export_interval_ = config_.snapshot_interval;
     loop_.set_period(export_timer_, std::chrono::duration_cast<clock::duration>(
-                                        std::chrono::duration<double>(config_.snapshot_interval)));
+                                        std::chrono::duration<double>(export_interval_)));
+  }
 }
 
 // A failed timed export (a full disk) is said once, not every interval, and
@@ -331,17 +384,29 @@ void Service::run() {
   check_privileges();
   check_btf();
   const gid_t group = config_.group_id();
-  config_.session();  // validate before touching anything
-  make_runtime_dir(config_.export_dir, group);
+  const SessionConfig sc = config_.session();  // validate before touching anything
+  prepare_export_dir(config_.export_dir, group);
   RuntimeLock lock(config_.export_dir);
+  if (size_t n = remove_stale_temps(config_.export_dir, config_.metrics_textfile))
+    spdlog::info("removed {} temp file(s) a killed daemon left in {}", n, config_.export_dir);
+  // The pinned table is the first daemon's until it stops: take it only then.
+  if (!sc.pin_dir.empty()) pin_lock_.emplace(sc.pin_dir);
   take_signals();
-  open_session();
-  load_symbols();
-  ControlServer control(loop_, config_.export_dir + "/" + kControlSocket, group,
+  // What can fail cheaply (an address in use) before the table is loaded.
+  const std::string control_path = config_.export_dir + "/" + kControlSocket;
+  remove_stale_socket(control_path);
+  ControlServer control(loop_, control_path, group,
                         [this](const std::string& line) { return handle(line); });
   http_ = open_http(config_);
-  export_now();
-  write_metrics_textfile();
+  open_session();
+  try {
+    load_symbols();
+    export_now();
+    write_metrics_textfile();
+  } catch (...) {
+    forget_failed_start();
+    throw;
+  }
   sd_notify(0, "READY=1");
   update_status();
   std::string events;
@@ -352,6 +417,7 @@ void Service::run() {
   watch_session();
   // The BPF side submits without waking us: drain at least every 100 ms.
   loop_.every(milliseconds(100), [this] { session_->drain(0); });
+  export_interval_ = config_.snapshot_interval;
   export_timer_ = loop_.every(std::chrono::duration_cast<clock::duration>(
                                   std::chrono::duration<double>(config_.snapshot_interval)),
                               [this] { export_on_timer(); });
