@@ -20,7 +20,7 @@ namespace {
 using namespace std::string_literals;
 
 TEST(Utf8Text, ValidTextPassesUnchanged) {
-  for (const std::string s :
+  for (const std::string& s :
        {""s, "nginx"s, "caf\xc3\xa9"s, "\xe2\x82\xac 5"s, "\xf0\x9f\x94\xa5"s,
         "\xed\x9f\xbf"s /* U+D7FF */, "\xee\x80\x80"s /* U+E000 */,
         "\xf4\x8f\xbf\xbf"s /* U+10FFFF */, "a\0b"s /* NUL */, "\x7f\x01\n"s}) {

@@ -240,8 +240,9 @@ std::vector<SymbolizedStack> stacks_from_json(std::string_view json_text,
     if (frames == s.end() || !frames->is_array())
       throw Error(where + " has neither a \"symbols\" nor an \"ips\" array" + fix);
     if (frames->size() > kFsmbMaxFrames)
-      throw Error(where + " has " + std::to_string(frames->size()) + " frames, more than any " +
-                  "stack (" + std::to_string(kFsmbMaxFrames) + ")" + fix);
+      throw Error(where + "." + field + " has " + std::to_string(frames->size()) +
+                  " elements, more than " + std::to_string(kFsmbMaxFrames) +
+                  " (no stack is that deep)" + fix);
     SymbolizedStack sym{count->get<uint64_t>(), {}};
     for (size_t k = 0; k < frames->size(); ++k) {
       const json& f = (*frames)[k];
