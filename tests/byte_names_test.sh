@@ -9,8 +9,8 @@
 # foreground session losing all its outputs at the end. Now every output
 # carries them escaped as perf does ("\xff-x"):
 #   1. the daemon: stack_map.json and GET /stack_map.json are strict UTF-8
-#      JSON naming "\xff-x" and the directory, ctl snapshot and ctl top
-#      answer, SIGTERM exits 0 and leaves no pin, socket or pid file;
+#      JSON naming "\xff-x" and the directory, the page is UTF-8, ctl
+#      snapshot and ctl top answer, SIGTERM exits 0 and leaves no pin, socket or pid file;
 #   2. the foreground: --output, --folded, --svg and --pprof all written,
 #      the JSON strict, the SVG well-formed XML, and Debian's pprof reads
 #      the profile with the comm among its tags.
@@ -83,6 +83,9 @@ code=$(curl -s -o "$tmp/http.json" --max-time 20 -w '%{http_code}' "http://127.0
 got=$(strict_json "$tmp/http.json" 2>&1 | tail -1)
 check "GET /stack_map.json: 200 and strict UTF-8 JSON with the comm (HTTP $code, $got)" \
   '[ "$code" = 200 ] && [[ "$got" == comm* ]]'
+code=$(curl -s -o "$tmp/page.html" --max-time 20 -w '%{http_code}' "http://127.0.0.1:$port/")
+check "GET /: 200, UTF-8, naming the comm (HTTP $code)" \
+  '[ "$code" = 200 ] && iconv -f UTF-8 -t UTF-8 "$tmp/page.html" > /dev/null && grep -qF "\xff-x" "$tmp/page.html"'
 timeout 20 "$BIN" --socket "$sock" ctl top 1000 > "$tmp/top.out" 2>&1
 rc=$?
 check "ctl top answers in UTF-8 and names the comm (rc $rc)" \
