@@ -116,11 +116,23 @@ int run_trace(const TraceArgs& args) {
   std::optional<Kallsyms> ksyms = load_host_symbols();
   const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
   snap.kernel = KernelInfo::probe_lowering_kptr_restrict(ks);
-  if (!args.output.empty()) {
-    write_exports(args.output, snap, ks);
-    spdlog::info("wrote stack_map, stack_map_stat, stack_map_bin, stack_map.json to {}",
-                 args.output);
-  }
+  // The session is over and cannot be had again: an output that fails (a full
+  // disk) is said in one line, the others are still written, and the exit says so.
+  bool failed = false;
+  const auto output = [&](const char* what, const auto& write) {
+    try {
+      write();
+    } catch (const std::exception& e) {
+      spdlog::error("{} not written: {}", what, e.what());
+      failed = true;
+    }
+  };
+  if (!args.output.empty())
+    output("--output", [&] {
+      write_exports(args.output, snap, ks);
+      spdlog::info("wrote stack_map, stack_map_stat, stack_map_bin, stack_map.json to {}",
+                   args.output);
+    });
   if (!args.folded.empty() || !args.svg.empty()) {
     std::string title;
     for (const auto& e : args.events) title += (title.empty() ? "" : ", ") + e;
@@ -129,19 +141,22 @@ int run_trace(const TraceArgs& args) {
       title += (title.empty() ? "" : ", ") + ("profile " + std::to_string(args.profile_hz) + " Hz");
     if (args.offcpu) title += (title.empty() ? "" : ", ") + std::string("off-CPU time");
     if (title.empty()) title = "kmem:kmem_cache_alloc";
-    write_flame_outputs(flame_stacks(snap, ks), args.folded, args.svg, title, std::cout);
+    output("--folded/--svg", [&] {
+      write_flame_outputs(flame_stacks(snap, ks), args.folded, args.svg, title, std::cout);
+    });
   }
-  if (!args.pprof.empty()) {
-    PprofOptions p;
-    p.profile_hz = args.profile_hz;
-    p.time_nanos = std::chrono::nanoseconds(started.time_since_epoch()).count();
-    p.duration_nanos = std::chrono::nanoseconds(ended - started).count();
-    write_pprof(args.pprof, snap, kallsyms_namer(ks), p);
-    spdlog::info("wrote the pprof profile to {} (go tool pprof -top {})", args.pprof, args.pprof);
-  }
-  if (args.top) std::cout << format_top(snap, *args.top, ks);
+  if (!args.pprof.empty())
+    output("--pprof", [&] {
+      PprofOptions p;
+      p.profile_hz = args.profile_hz;
+      p.time_nanos = std::chrono::nanoseconds(started.time_since_epoch()).count();
+      p.duration_nanos = std::chrono::nanoseconds(ended - started).count();
+      write_pprof(args.pprof, snap, kallsyms_namer(ks), p);
+      spdlog::info("wrote the pprof profile to {} (go tool pprof -top {})", args.pprof, args.pprof);
+    });
+  if (args.top) output("--top", [&] { std::cout << format_top(snap, *args.top, ks); });
   else if (args.output.empty() && args.folded != "-" && args.pprof.empty())
-    std::cout << format_stack_map(snap.stacks, ks);
+    output("stack_map", [&] { std::cout << format_stack_map(snap.stacks, ks); });
   const TableStats& st = snap.stats;
   spdlog::info("{} events, {} unique stacks, {} dropped{}{}", st.events(), st.entries, st.drops(),
                st.pool_full() ? " (element pool full: raise --bits)" : "",
@@ -149,7 +164,7 @@ int run_trace(const TraceArgs& args) {
   if (st.verify_mismatch)
     throw Error("--verify found " + std::to_string(st.verify_mismatch) +
                 " events whose id named another stack: please report this");
-  return 0;
+  return failed ? 1 : 0;
 }
 
 int run_ctl(const std::vector<std::string>& words, const std::string& socket) {
@@ -282,7 +297,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     return run_trace(trace_args);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // Error: one line naming the fix; anything else too
     spdlog::error("{}", e.what());
     return 1;
   }

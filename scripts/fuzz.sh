@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DSTACKMAPD_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug > /dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fsmb_fuzz kallsyms_fuzz http_request_fuzz > /dev/null
-for target in fsmb kallsyms http_request; do
+cmake --build build-fuzz -j"$(nproc)" --target fsmb_fuzz kallsyms_fuzz http_request_fuzz json_export_fuzz > /dev/null
+for target in fsmb kallsyms http_request json_export; do
   scratch=$(mktemp -d)
   log=$(mktemp)
   if ! build-fuzz/tests/fuzz/${target}_fuzz -max_total_time="$seconds" -max_len=65536 \

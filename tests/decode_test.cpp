@@ -230,6 +230,58 @@ TEST_F(Decode, BadCombinationsAreOneLineErrors) {
   EXPECT_EQ(error_of(o).rfind("--svg /proc/nope/f.svg: cannot write in /proc/nope", 0), 0u);
 }
 
+// Issue 25: each of these once aborted decode (an exception that was not an
+// Error: 1e400) or read out of bounds (user_stacks without its arrays).
+TEST_F(Decode, MalformedJsonExportsAreOneLineErrors) {
+  const std::string deep = "{\"stacks\": [{\"stack_id\": 1, \"ref_count\": 1, \"ips\": [" + [] {
+    std::string ips = "\"0x1\"";
+    for (uint32_t i = 0; i < kFsmbMaxFrames; ++i) ips += ", \"0x1\"";
+    return ips;
+  }() + "]}]}";
+  // Each document, its problem, and the outputs whose reader meets it:
+  // f --folded -, s --svg, p --pprof, t --top (the user_stacks reader only).
+  struct Bad {
+    std::string doc, problem, outputs;
+  };
+  const Bad bad[] = {
+      {R"({"stacks":[{"stack_id":1,"ref_count":1e400,"ips":[]}]})", "number overflow", "fsp"},
+      {R"({"stacks":[],"user_stacks":{}})", "user_stacks has no \"binaries\" array", "fspt"},
+      {R"({"stacks":[],"user_stacks":{"binaries":7,"stacks":[]}})", "no \"binaries\" array",
+       "fspt"},
+      {R"({"stacks":[],"user_stacks":{"binaries":[],"stacks":[{"user_stack_id":1,"pid":1}]}})",
+       "user_stacks.stacks[0] has no \"frames\" array", "fspt"},
+      {R"({"stacks":[],"user_stacks":{"binaries":[{"path":"/x","build_id":"../../etc"}],)"
+       R"("stacks":[]}})",
+       "build_id is not a hex build id", "fspt"},
+      {R"({"stacks":[],"user_stacks":{"binaries":[],"stacks":[{"user_stack_id":1,"pid":1,)"
+       R"("frames":[{"address":"0x1","binary":4294967296,"file_offset":"0x0"}]}]}})",
+       "names no binary", "fspt"},
+      {R"({"keys":[1],"stacks":[]})", "wrong type", "p"},
+      {R"({"stacks":[{"stack_id":1,"ref_count":1,"ips":["zz"]}]})", "not a hex address", "p"},
+      {R"({"stacks":[{"stack_id":1,"ref_count":1,"ips":["0x1"],"symbols":[""]}]})",
+       "not a non-empty string", "fs"},
+      {"{\"stacks\":[{\"ref_count\":1,\"symbols\":[\"\xff\"]}]}", "invalid", "fsp"},
+      {std::string(100000, '['), "not valid JSON", "fsp"},
+      {deep, "more than 4096", "fsp"},
+  };
+  DecodeOptions o;
+  o.file = dir_ + "/stack_map.json";
+  for (const Bad& b : bad) {
+    write(o.file, b.doc);
+    for (char output : b.outputs) {
+      o.folded = output == 'f' ? "-" : "";
+      o.svg = output == 's' ? dir_ + "/out.svg" : "";
+      o.pprof = output == 'p' ? dir_ + "/out.pb.gz" : "";
+      o.top = output == 't' ? std::optional<size_t>(5) : std::nullopt;
+      const std::string e = error_of(o);
+      EXPECT_NE(e.find(b.problem), std::string::npos) << output << ": " << e;
+      EXPECT_EQ(e.rfind(o.file, 0), 0u) << e;
+      EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+      EXPECT_FALSE(fs::exists(o.svg) || fs::exists(o.pprof)) << b.doc;
+    }
+  }
+}
+
 TEST_F(Decode, CorruptFileNamesItself) {
   DecodeOptions o;
   o.file = dir_ + "/short.bin";

@@ -57,6 +57,15 @@ TEST(HttpMetrics, CountersAsSeries) {
   EXPECT_EQ(m.find("stack_id"), std::string::npos);
 }
 
+// A label value that is not UTF-8 (the exposition format's must be) comes
+// escaped as text (utf8_text.h), whose backslash the format escapes in turn.
+TEST(HttpMetrics, LabelValuesAreUtf8) {
+  MetricsInput in = sample();
+  in.source_events.push_back({"\xff:x", 1});
+  const std::string m = format_metrics(in);
+  EXPECT_TRUE(has_line(m, "stackmapd_source_events_total{source=\"\\\\xff:x\"} 1")) << m;
+}
+
 TEST(HttpMetrics, EveryFamilyOnceWithHelpAndType) {
   MetricsInput in = sample();
   in.process = read_process_stats();

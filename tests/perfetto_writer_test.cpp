@@ -231,6 +231,32 @@ TEST_F(PerfettoWriterTest, UserFramesComeFirstInTheirBinarysMapping) {
   }
 }
 
+// Names and paths are bytes (issue 25): the thread name, a function name and
+// a binary's path go into the trace escaped (utf8_text.h), never raw.
+TEST_F(PerfettoWriterTest, NamesThatAreNotUtf8AreEscaped) {
+  KernelInfo kernel;
+  kernel.text_address = 0xffffffff81000000;
+  UserStackSet user;
+  user.enabled = true;
+  user.binaries = {{"/tmp/\xff\xfe/app", "aabb"}};
+  UserStack s;
+  s.frames.push_back({0x555500001130, 0, 0x1130, 0x2130, {"f\xc0\xaf"}, ""});
+  user.stacks[9] = s;
+  {
+    PerfettoWriter w(
+        path_, [](uint64_t) { return "k\xed\xa0\x80"; }, kernel);
+    smt_trace_record r = record(5, 0x7ffffff0, 0x7ffffff0, 1000);  // no such process
+    r.event.user_stack_id = 9;
+    w.write(r, "\xff-x", {0xffffffff81000010}, &user);
+    w.finish();
+  }
+  packets();
+  for (const char* text : {"\\xff-x", "/tmp/\\xff\\xfe/app", "f\\xc0\\xaf", "k\\xed\\xa0\\x80"})
+    EXPECT_NE(data_.find(text), std::string::npos) << text;
+  for (const char* raw : {"\xff-x", "\xff\xfe/app", "f\xc0\xaf", "k\xed"})
+    EXPECT_EQ(data_.find(raw), std::string::npos) << raw;
+}
+
 TEST_F(PerfettoWriterTest, ABadPathFailsAtOnceAndNothingIsLeftUnfinished) {
   EXPECT_THROW(PerfettoWriter((dir_ / "missing" / "t.pftrace").string(), {}, {}), Error);
   { PerfettoWriter w(path_, {}, {}); }  // never finished: no file

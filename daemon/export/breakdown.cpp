@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "daemon/export/exports.h"
+#include "daemon/export/utf8_text.h"
 #include "daemon/model/user_stack.h"
 #include "stackmapd/abi.h"
 
@@ -45,8 +46,8 @@ void append_user_frames(const Snapshot& snap, uint32_t ustack, std::string& out)
   }
   for (const UserFrame& f : it->second.frames)
     for (const std::string& name : user_frame_names(snap.user, f, true)) {
-      out += "    " + name;
-      if (!f.srcline.empty()) out += " " + f.srcline;
+      out += "    " + utf8_text(name);
+      if (!f.srcline.empty()) out += " " + utf8_text(f.srcline);
       out += "\n";
     }
   if (it->second.truncated)
@@ -153,7 +154,7 @@ std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms,
       out += ", " + format_weight(s.weight, snap.weight_unit) + " (" +
              percent(share(s.weight, total_weight)) + ")";
     out += ", depth " + std::to_string(s.ips.size()) + "\n";
-    for (uint64_t ip : s.ips) out += "    " + kernel_name(ip) + "\n";
+    for (uint64_t ip : s.ips) out += "    " + utf8_text(kernel_name(ip)) + "\n";
     if (s.stack_id == SMT_NO_KERNEL_STACK) out += "    [no kernel frames: sampled in user mode]\n";
     if (snap.user.enabled) append_user_frames(snap, s.ustack, out);
     if (s.by.empty()) continue;
@@ -162,7 +163,7 @@ std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms,
     std::vector<std::string> labels;
     size_t width = 0;
     for (size_t k = 0; k < shown; ++k) {
-      labels.push_back(key_label(snap.keys, s.by[k]));
+      labels.push_back(utf8_text(key_label(snap.keys, s.by[k])));
       width = std::max(width, labels.back().size());
     }
     for (size_t k = 0; k < shown; ++k) {

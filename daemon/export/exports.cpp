@@ -14,8 +14,10 @@
 
 #include "daemon/export/flamegraph.h"
 #include "daemon/export/fsmb.h"
+#include "daemon/export/json_text.h"
 #include "daemon/export/staged_files.h"
 #include "daemon/export/user_binaries.h"
+#include "daemon/export/utf8_text.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 
@@ -177,8 +179,11 @@ std::string format_stack_map(const std::vector<StackRecord>& stacks, const Kalls
   for (const auto& s : stacks) {
     out += "stack_id " + std::to_string(s.stack_id) + " [ref " + std::to_string(s.ref_count) +
            ", depth " + std::to_string(s.ips.size()) + "]\n";
-    for (size_t i = 0; i < s.ips.size(); ++i)
-      out += "  [" + std::to_string(i) + "] " + symbolize(s.ips[i], ksyms) + "\n";
+    for (size_t i = 0; i < s.ips.size(); ++i) {
+      out += "  [" + std::to_string(i) + "] ";
+      append_utf8(out, symbolize(s.ips[i], ksyms));
+      out += '\n';
+    }
     out += '\n';
   }
   return out;
@@ -207,7 +212,7 @@ std::string format_stat(const TableStats& st) {
 std::string format_stacks_json(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms) {
   json arr = json::array();
   for (const auto& s : stacks) arr.push_back(stack_json(s, ksyms));
-  return arr.dump(2) + "\n";
+  return dump_json(arr);
 }
 
 std::string format_json(const Snapshot& snap, const Kallsyms* ksyms) {
@@ -249,7 +254,7 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms) {
     doc["kernel"] = {{"release", snap.kernel.release},
                      {"build_id", snap.kernel.build_id},
                      {"text", hex(snap.kernel.text_address)}};
-  return doc.dump(2) + "\n";
+  return dump_json(doc);
 }
 
 void prepare_output_dir(const std::string& dir) {

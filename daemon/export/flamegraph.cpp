@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "daemon/export/exports.h"
+#include "daemon/export/fsmb.h"
+#include "daemon/export/json_text.h"
+#include "daemon/export/utf8_text.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 
@@ -53,7 +55,7 @@ std::vector<const std::string*> root_first(const SymbolizedStack& s) {
 }
 
 std::string folded_frame(const std::string& frame) {
-  std::string out = frame;
+  std::string out = utf8_text(frame);
   for (char& c : out) {
     if (c == ';') c = ':';
     else if (static_cast<unsigned char>(c) <= ' ' || c == '\x7f') c = '_';
@@ -62,49 +64,6 @@ std::string folded_frame(const std::string& frame) {
 }
 
 // --- SVG ---
-
-// Text content / attribute value: the five XML specials escaped, characters XML 1.0 forbids
-// and bytes that are not UTF-8 replaced by '?', so any name keeps the document well-formed.
-void append_xml(std::string& out, std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      switch (c) {
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '&': out += "&amp;"; break;
-        case '"': out += "&quot;"; break;
-        case '\'': out += "&apos;"; break;
-        default: out += (c < 0x20 && c != '\t' && c != '\n' && c != '\r') ? '?' : char(c);
-      }
-      ++i;
-      continue;
-    }
-    size_t len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
-    if (len == 3 && c > 0xef) len = 0;
-    bool ok = len != 0 && i + len <= s.size();
-    for (size_t k = 1; ok && k < len; ++k)
-      ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
-    if (ok) {  // no overlong forms, no surrogates, nothing above U+10FFFF
-      const auto c1 = static_cast<unsigned char>(s[i + 1]);
-      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) && !(c == 0xf0 && c1 < 0x90) &&
-           !(c == 0xf4 && c1 >= 0x90);
-    }
-    if (ok) {
-      out.append(s.substr(i, len));
-      i += len;
-    } else {
-      out += '?';
-      ++i;
-    }
-  }
-}
-
-std::string xml(std::string_view s) {
-  std::string out;
-  append_xml(out, s);
-  return out;
-}
 
 // Fixed-point without the C locale's say: the same bytes on every machine.
 std::string fixed(double v, int digits) {
@@ -256,15 +215,8 @@ std::vector<SymbolizedStack> symbolize_stacks(const std::vector<StackRecord>& st
 
 std::vector<SymbolizedStack> stacks_from_json(std::string_view json_text,
                                               const std::string& source) {
-  const std::string fix = ": pass a stack_map.json written by stackmapd --output";
-  json doc;
-  try {
-    doc = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    if (size_t p = what.find("] "); p != std::string::npos) what.erase(0, p + 2);
-    throw Error(source + " is not valid JSON (" + what + ")" + fix);
-  }
+  const std::string fix = std::string(": ") + kJsonExportFix;
+  const json doc = parse_json_export(json_text, source);
   const json* stacks = &doc;
   if (doc.is_object()) {
     auto it = doc.find("stacks");
@@ -287,6 +239,10 @@ std::vector<SymbolizedStack> stacks_from_json(std::string_view json_text,
     auto frames = s.find(field);
     if (frames == s.end() || !frames->is_array())
       throw Error(where + " has neither a \"symbols\" nor an \"ips\" array" + fix);
+    if (frames->size() > kFsmbMaxFrames)
+      throw Error(where + "." + field + " has " + std::to_string(frames->size()) +
+                  " elements, more than " + std::to_string(kFsmbMaxFrames) +
+                  " (no stack is that deep)" + fix);
     SymbolizedStack sym{count->get<uint64_t>(), {}};
     for (size_t k = 0; k < frames->size(); ++k) {
       const json& f = (*frames)[k];
@@ -363,8 +319,8 @@ std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
          ".f:hover rect{stroke:#000;stroke-width:0.5}.f{cursor:pointer}</style>\n";
   out += "<rect x=\"0\" y=\"0\" width=\"" + w + "\" height=\"" + h +
          "\" fill=\"url(#background)\"/>\n";
-  out += "<text id=\"title\" x=\"" + std::to_string(width / 2) + "\" y=\"24\">" + xml(opt.title) +
-         "</text>\n";
+  out += "<text id=\"title\" x=\"" + std::to_string(width / 2) + "\" y=\"24\">" +
+         markup_text(opt.title) + "</text>\n";
   out += "<text id=\"unzoom\" x=\"" + std::to_string(kXPad) +
          "\" y=\"24\" style=\"display:none\">Reset Zoom</text>\n";
   out += "<text id=\"details\" x=\"" + std::to_string(kXPad) + "\" y=\"" +
@@ -376,13 +332,13 @@ std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
         100.0 * static_cast<double>(f.node->count) / static_cast<double>(root.count);
     const int y = height - kDetailsSpace - (f.depth + 1) * frame_h;
     out += "<g class=\"f\"><title>";
-    append_xml(out, *f.name);
+    append_markup(out, *f.name);
     out += " (" + std::to_string(f.node->count) + " events, " + fixed(share, 2) + "%)</title>";
     out += "<rect x=\"" + fixed(f.x, 2) + "\" y=\"" + std::to_string(y) + "\" width=\"" +
            fixed(f.width, 2) + "\" height=\"" + std::to_string(frame_h - 1) +
            "\" rx=\"2\" ry=\"2\" fill=\"" + warm_color(*f.name) + "\"/>";
     out += "<text x=\"" + fixed(f.x + 3, 2) + "\" y=\"" + std::to_string(y + frame_h - 5) + "\">";
-    append_xml(out, clip_label(*f.name, f.width));
+    append_markup(out, clip_label(*f.name, f.width));
     out += "</text></g>\n";
   }
   out += "</g>\n<script><![CDATA[";

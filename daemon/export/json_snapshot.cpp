@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/export/json_snapshot.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
+#include "daemon/export/fsmb.h"
+#include "daemon/export/json_text.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -28,9 +33,20 @@ class Reader {
  public:
   explicit Reader(const std::string& source) : source_(source) {}
 
+  json parse(std::string_view text) const { return parse_json_export(text, source_); }
+
   [[noreturn]] void fail(const std::string& where, const std::string& what) const {
-    throw Error(source_ + ": " + where + " " + what +
-                ": pass a stack_map.json written by stackmapd --output");
+    throw Error(source_ + ": " + where + " " + what + ": " + kJsonExportFix);
+  }
+  // j[key], an array of at most `most` elements.
+  const json& array(const json& j, const char* key, const std::string& where,
+                    size_t most = SIZE_MAX) const {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_array()) fail(where, std::string("has no \"") + key + "\" array");
+    if (it->size() > most)
+      fail(where + "." + key, "has " + std::to_string(it->size()) + " elements, more than " +
+                                  std::to_string(most) + " (no stack is that deep)");
+    return *it;
   }
   uint64_t number(const json& j, const char* key, const std::string& where) const {
     auto it = j.find(key);
@@ -58,37 +74,48 @@ uint64_t hex_field(const json& j, const char* key, const Reader& r, const std::s
   }
 }
 
+// A build id names a file under binaries/ (user_binaries.h): hex only.
+bool is_hex(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(uint8_t(c)); });
+}
+
 // --user-stacks' section (exports.cpp, user_stacks_json).
 void read_user_stacks(const json& u, UserStackSet& set, const Reader& r) {
   set.enabled = true;
-  const json& binaries = u["binaries"];
+  const json& binaries = r.array(u, "binaries", "user_stacks");
   for (size_t i = 0; i < binaries.size(); ++i) {
     const std::string where = "user_stacks.binaries[" + std::to_string(i) + "]";
-    set.binaries.push_back(
-        UserBinary{r.text(binaries[i], "path", where), r.text(binaries[i], "build_id", where)});
+    UserBinary b{r.text(binaries[i], "path", where), r.text(binaries[i], "build_id", where)};
+    if (!is_hex(b.build_id)) r.fail(where + ".build_id", "is not a hex build id");
+    set.binaries.push_back(std::move(b));
   }
-  const json& stacks = u["stacks"];
+  const json& stacks = r.array(u, "stacks", "user_stacks");
   for (size_t i = 0; i < stacks.size(); ++i) {
     const json& s = stacks[i];
     const std::string where = "user_stacks.stacks[" + std::to_string(i) + "]";
     UserStack us;
     us.pid = static_cast<uint32_t>(r.number(s, "pid", where));
     us.truncated = s.value("truncated", false);
-    const json& frames = s["frames"];
+    // Each name is a frame of the flame graphs: bounded like the frames.
+    size_t names = 0;
+    const json& frames = r.array(s, "frames", where, kFsmbMaxFrames);
     for (size_t k = 0; k < frames.size(); ++k) {
       const json& fr = frames[k];
       const std::string at = where + ".frames[" + std::to_string(k) + "]";
       UserFrame f;
       f.addr = hex_field(fr, "address", r, at);
       if (fr.contains("binary")) {
-        f.binary = static_cast<int32_t>(r.number(fr, "binary", at));
-        if (static_cast<size_t>(f.binary) >= set.binaries.size())
+        const uint64_t binary = r.number(fr, "binary", at);
+        if (binary >= set.binaries.size())
           r.fail(at + ".binary", "names no binary of user_stacks.binaries");
+        f.binary = static_cast<int32_t>(binary);
         f.file_offset = hex_field(fr, "file_offset", r, at);
         if (fr.contains("elf_addr")) f.elf_addr = hex_field(fr, "elf_addr", r, at);
       }
-      if (auto sym = fr.find("symbols"); sym != fr.end() && sym->is_array())
-        f.symbols = sym->get<std::vector<std::string>>();
+      if (fr.contains("symbols"))
+        f.symbols = r.array(fr, "symbols", at, kFsmbMaxFrames).get<std::vector<std::string>>();
+      if ((names += std::max<size_t>(f.symbols.size(), 1)) > kFsmbMaxFrames)
+        r.fail(where, "has more frames than any stack (" + std::to_string(kFsmbMaxFrames) + ")");
       f.srcline = fr.value("srcline", "");
       us.frames.push_back(std::move(f));
     }
@@ -114,12 +141,7 @@ KeyValues key_of(const json& e, const KeySpec& keys, const Reader& r, const std:
 }
 
 JsonExport read(std::string_view json_text, const Reader& r) {
-  json doc;
-  try {
-    doc = json::parse(json_text);
-  } catch (const json::parse_error&) {
-    r.fail("is", "not valid JSON");
-  }
+  const json doc = r.parse(json_text);
   if (!doc.is_object() || !doc.contains("stacks") || !doc["stacks"].is_array())
     r.fail("has", "no \"stacks\" array");
   JsonExport out;
@@ -151,11 +173,10 @@ JsonExport read(std::string_view json_text, const Reader& r) {
     rec.stack_id = static_cast<uint32_t>(r.number(s, "stack_id", where));
     rec.ref_count = r.number(s, "ref_count", where);
     rec.weight = snap.weight_unit.empty() ? rec.ref_count : r.number(s, "sum", where);
-    auto ips = s.find("ips");
-    if (ips == s.end() || !ips->is_array()) r.fail(where, "has no \"ips\" array");
+    const json& ips = r.array(s, "ips", where, kFsmbMaxFrames);
     const json* symbols = s.contains("symbols") ? &s["symbols"] : nullptr;
-    for (size_t k = 0; k < ips->size(); ++k) {
-      const json& ip = (*ips)[k];
+    for (size_t k = 0; k < ips.size(); ++k) {
+      const json& ip = ips[k];
       uint64_t value = 0;
       try {
         value = std::stoull(ip.get<std::string>(), nullptr, 16);

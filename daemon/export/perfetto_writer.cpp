@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "daemon/export/utf8_text.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -142,7 +143,7 @@ void PerfettoWriter::emit(const ProtoWriter& packet) {
 
 uint64_t PerfettoWriter::intern_function(const std::string& name, ProtoWriter& interned) {
   auto [fn, added] = functions_.try_emplace(name, functions_.size() + 1);
-  if (added) interned.message(pf::kFunctionNames, interned_string(fn->second, name));
+  if (added) interned.message(pf::kFunctionNames, interned_string(fn->second, utf8_text(name)));
   return fn->second;
 }
 
@@ -179,7 +180,7 @@ uint64_t PerfettoWriter::intern_user_mapping(const UserStackSet& set, int32_t bi
   // drops the doubled one a full path gets.
   interned.message(
       pf::kMappingPaths,
-      interned_string(next_string_, in_file ? set.binaries[binary].path : "[unknown]"));
+      interned_string(next_string_, in_file ? utf8_text(set.binaries[binary].path) : "[unknown]"));
   mapping.varint(pf::kPathStringIds, next_string_++);
   interned.message(pf::kMappings, mapping);
   return it->second;
@@ -245,12 +246,13 @@ void PerfettoWriter::name_thread(uint32_t pid, uint32_t tid, const std::string& 
   if (processes_.insert(pid).second) {
     ProtoWriter process;
     process.varint(pf::kProcessPid, pid);
-    for (const std::string& arg : cmdline_of(pid, comm)) process.bytes(pf::kCmdline, arg);
+    for (const std::string& arg : cmdline_of(pid, comm))
+      process.bytes(pf::kCmdline, utf8_text(arg));
     tree.message(pf::kProcesses, process);
   }
   ProtoWriter thread;
   thread.varint(pf::kThreadTid, tid);
-  thread.bytes(pf::kThreadName, comm);
+  thread.bytes(pf::kThreadName, utf8_text(comm));
   thread.varint(pf::kTgid, pid);
   tree.message(pf::kThreads, thread);
   ProtoWriter packet;

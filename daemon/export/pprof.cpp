@@ -9,6 +9,7 @@
 #include "daemon/export/exports.h"
 #include "daemon/export/gzip.h"
 #include "daemon/export/proto_wire.h"
+#include "daemon/export/utf8_text.h"
 #include "daemon/symbols/kallsyms.h"
 
 namespace stackmapd {
@@ -66,13 +67,14 @@ std::pair<std::string, uint64_t> split_srcline(const std::string& srcline) {
   return {srcline.substr(0, colon), line};
 }
 
-// Interned strings: index 0 is "", as pprof requires.
+// Interned strings: index 0 is "", as pprof requires. Every name and path of
+// the profile passes here, made text: profile.proto's strings are UTF-8.
 class Strings {
  public:
   Strings() { id(""); }
   uint64_t id(const std::string& s) {
     auto [it, added] = ids_.try_emplace(s, table_.size());
-    if (added) table_.push_back(s);
+    if (added) table_.push_back(utf8_text(s));
     return it->second;
   }
   const std::vector<std::string>& table() const { return table_; }

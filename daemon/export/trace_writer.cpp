@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "daemon/export/utf8_text.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -45,7 +46,7 @@ void TraceWriter::set_sources(std::vector<std::string> sources, const std::strin
 
 std::string TraceWriter::prefix(const smt_trace_record& r, const std::string& comm) {
   const smt_event_record& e = r.event;
-  char line[96];
+  char line[160];  // room for a comm of 15 escaped bytes (\xNN each)
   int n = std::snprintf(line, sizeof(line), "%16s-%-7u [%03u] ..... %5llu.%06llu: ", comm.c_str(),
                         e.tid, e.cpu, static_cast<unsigned long long>(r.ts_ns / 1000000000),
                         static_cast<unsigned long long>(r.ts_ns % 1000000000 / 1000));
@@ -57,9 +58,10 @@ void TraceWriter::write(const smt_trace_record& r, const std::string& comm) {
   std::string body = printer_ ? printer_->print(r) : std::string();
   // No fields (-f, --profile) or no format: the event by its source's name.
   if (body.empty()) body = r.event.source < sources_.size() ? sources_[r.event.source] : unknown;
-  const std::string p = prefix(r, comm);
+  // A comm and a string field are bytes; ftrace prints them raw, we as perf does.
+  const std::string p = prefix(r, utf8_text(comm));
   const std::string out =
-      p + body + "\n" + p + "<stack_id " + std::to_string(r.event.stack_id) + ">\n";
+      p + utf8_text(body) + "\n" + p + "<stack_id " + std::to_string(r.event.stack_id) + ">\n";
   std::fwrite(out.data(), 1, out.size(), out_);
   ++lines_;
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "daemon/export/exports.h"
+#include "daemon/export/utf8_text.h"
 #include "daemon/symbols/user_maps.h"
 #include "daemon/symbols/user_symbolizer.h"
 #include "daemon/sys/error.h"
@@ -29,7 +30,7 @@ void save_user_binaries(const std::string& dir, const UserStackSet& set, gid_t g
   std::string index;
   for (const UserBinary& b : set.binaries) {
     if (b.build_id.empty()) continue;
-    index += b.build_id + " " + b.path + "\n";
+    index += b.build_id + " " + utf8_text(b.path) + "\n";
     const fs::path copy = bin_dir / b.build_id;
     if (fs::exists(copy, ec)) continue;
     // The file at the path must still be the one mapped: its build id says.

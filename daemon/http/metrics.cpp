@@ -11,14 +11,16 @@
 #include <fstream>
 #include <sstream>
 
+#include "daemon/export/utf8_text.h"
+
 namespace stackmapd::http {
 
 namespace {
 
-// Label values are escaped as the format asks: backslash, quote, newline.
+// Label values are UTF-8 escaped as the format asks: backslash, quote, newline.
 std::string label_value(const std::string& v) {
   std::string out;
-  for (char c : v) {
+  for (char c : utf8_text(v)) {
     if (c == '\\' || c == '"') out += '\\';
     if (c == '\n') {
       out += "\\n";

@@ -7,26 +7,13 @@
 #include "daemon/export/breakdown.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/flamegraph.h"
+#include "daemon/export/utf8_text.h"
 
 namespace stackmapd::http {
 
 namespace {
 
 constexpr size_t kKeysShown = 5;
-
-std::string esc(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string base64(const std::string& in) {
   static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -63,7 +50,8 @@ std::string counters_table(const TableStats& st) {
     if (colon == std::string::npos) continue;
     std::string value = line.substr(colon + 1);
     value.erase(0, value.find_first_not_of(' '));
-    out += "<tr><th>" + esc(line.substr(0, colon)) + "</th><td>" + esc(value) + "</td></tr>\n";
+    out += "<tr><th>" + markup_text(line.substr(0, colon)) + "</th><td>" + markup_text(value) +
+           "</td></tr>\n";
   }
   return out + "</table>\n";
 }
@@ -88,21 +76,22 @@ std::string top_table(const Snapshot& snap, const Kallsyms* ksyms, size_t n, boo
                       return rank(a) != rank(b) ? rank(a) > rank(b) : a->stack_id < b->stack_id;
                     });
   std::string out = "<table id=\"top\">\n<tr><th>#</th><th>share</th><th>events</th>";
-  if (weighted) out += "<th>" + esc(snap.weight_unit) + "</th>";
+  if (weighted) out += "<th>" + markup_text(snap.weight_unit) + "</th>";
   out += "<th>stack (innermost first)</th><th>by " +
-         esc(snap.keys_requested ? snap.keys.str() : "process") + "</th></tr>\n";
+         markup_text(snap.keys_requested ? snap.keys.str() : "process") + "</th></tr>\n";
   for (size_t i = 0; i < n; ++i) {
     const StackRecord& s = *order[i];
     out += "<tr class=\"stack\" data-stack-id=\"" + std::to_string(s.stack_id) + "\"><td>" +
            std::to_string(i + 1) + "</td><td>" + percent(rank(&s), total) + "</td><td>" +
            std::to_string(s.ref_count) + "</td>";
-    if (weighted) out += "<td>" + esc(format_weight(s.weight, snap.weight_unit)) + "</td>";
+    if (weighted) out += "<td>" + markup_text(format_weight(s.weight, snap.weight_unit)) + "</td>";
     out += "<td><ol class=\"frames\">";
-    for (uint64_t ip : s.ips) out += "<li>" + esc(frame_text(ip, ksyms, addresses)) + "</li>";
+    for (uint64_t ip : s.ips)
+      out += "<li>" + markup_text(frame_text(ip, ksyms, addresses)) + "</li>";
     out += "</ol></td><td><ul class=\"keys\">";
     for (size_t k = 0; k < std::min(s.by.size(), kKeysShown); ++k)
-      out += "<li>" + esc(key_label(snap.keys, s.by[k])) + ": " + std::to_string(s.by[k].count) +
-             "</li>";
+      out += "<li>" + markup_text(key_label(snap.keys, s.by[k])) + ": " +
+             std::to_string(s.by[k].count) + "</li>";
     if (s.by.size() > kKeysShown)
       out += "<li>" + std::to_string(s.by.size() - kKeysShown) + " more</li>";
     out += "</ul></td></tr>\n";
@@ -132,8 +121,9 @@ std::string render_page(const Snapshot& snap, const Kallsyms* ksyms, const PageO
   if (opt.refresh_seconds > 0)
     out +=
         "<meta http-equiv=\"refresh\" content=\"" + std::to_string(opt.refresh_seconds) + "\">\n";
-  out += "<title>stackmapd on " + esc(opt.host) + "</title>\n<style>" + std::string(kStyle) +
-         "</style></head>\n<body>\n<h1>stackmapd on " + esc(opt.host) + "</h1>\n";
+  out += "<title>stackmapd on " + markup_text(opt.host) + "</title>\n<style>" +
+         std::string(kStyle) + "</style></head>\n<body>\n<h1>stackmapd on " +
+         markup_text(opt.host) + "</h1>\n";
   out += "<p>" + std::to_string(snap.stats.events()) + " events in " +
          std::to_string(snap.stacks.size()) + " unique stacks this epoch";
   if (opt.refresh_seconds > 0)

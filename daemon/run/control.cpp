@@ -12,6 +12,7 @@
 #include <exception>
 #include <utility>
 
+#include "daemon/export/utf8_text.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -134,7 +135,8 @@ void ControlServer::on_readable(uint64_t key) {
   } catch (const std::exception& e) {
     reply = {false, e.what()};
   }
-  answer(key, reply.ok, std::move(reply.text));  // c may be gone: the handler ran
+  // Replies carry names (ctl top) and echo the request: bytes made text.
+  answer(key, reply.ok, utf8_text(reply.text));  // c may be gone: the handler ran
 }
 
 void ControlServer::answer(uint64_t key, bool ok, std::string text) {

@@ -272,7 +272,7 @@ std::string Service::reload() {
   load_symbols();
   try {
     export_now();
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     spdlog::warn("reloaded, but the exports were not written: {}", e.what());
   }
   sd_notify(0, "READY=1");
@@ -431,7 +431,13 @@ void Service::run() {
 
   sd_notify(0, "STOPPING=1");
   session_->detach();
-  export_now();
+  // Whatever the last export meets, the pins, socket and pid file still go.
+  try {
+    export_now();
+  } catch (const std::exception& e) {
+    spdlog::error("the last export failed, {} keeps the previous one: {}", config_.export_dir,
+                  e.what());
+  }
   if (!config_.keep_pins) session_->unpin();
   spdlog::info("stopped; exports left in {}{}", config_.export_dir,
                config_.keep_pins ? ", table kept pinned for the next start" : "");

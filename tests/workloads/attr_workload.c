@@ -3,9 +3,11 @@
  * The attribution test's workload (tests/attribution_test.sh): a known number
  * of operations whose kernel events can be counted by ftrace and by stackmapd.
  *
- *   attr_workload [--go READY_FILE] stat N [EXEC_PATH M]
- *   attr_workload [--go READY_FILE] sleep N MS
+ *   attr_workload [--go READY_FILE] [--comm NAME] stat N [EXEC_PATH M]
+ *   attr_workload [--go READY_FILE] [--comm NAME] sleep N MS
  *
+ * --comm NAME: first names itself NAME with prctl(PR_SET_NAME), as any
+ *   unprivileged process may, with any bytes (tests/byte_names_test.sh).
  * --go READY_FILE: block SIGUSR1, write "ready PID\n" to READY_FILE, then wait
  *   in rt_sigtimedwait (syscall 128, as /proc/PID/syscall shows) for SIGUSR1:
  *   the operations start only once the tracers are recording.
@@ -37,8 +39,9 @@ static long long now_us(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: attr_workload [--go READY_FILE] stat N [EXEC_PATH M]\n"
-			"       attr_workload [--go READY_FILE] sleep N MS\n");
+	fprintf(stderr,
+		"usage: attr_workload [--go READY_FILE] [--comm NAME] stat N [EXEC_PATH M]\n"
+		"       attr_workload [--go READY_FILE] [--comm NAME] sleep N MS\n");
 	exit(2);
 }
 
@@ -85,6 +88,13 @@ int main(int argc, char **argv)
 
 	if (i + 1 < argc && !strcmp(argv[i], "--go")) {
 		ready = argv[i + 1];
+		i += 2;
+	}
+	if (i + 1 < argc && !strcmp(argv[i], "--comm")) {
+		if (prctl(PR_SET_NAME, argv[i + 1])) {
+			perror("attr_workload: prctl(PR_SET_NAME)");
+			return 1;
+		}
 		i += 2;
 	}
 	if (argc - i < 2)
