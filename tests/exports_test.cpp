@@ -11,7 +11,9 @@
 
 #include "daemon/export/breakdown.h"
 #include "daemon/export/fsmb.h"
+#include "daemon/export/user_binaries.h"
 #include "daemon/symbols/kallsyms.h"
+#include "daemon/symbols/user_maps.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -210,3 +212,25 @@ TEST_F(ExportFiles, UnwritableDirectoryIsRefusedUpFront) {
 
 }  // namespace
 }  // namespace stackmapd
+
+// This test binary, first under a cap one byte too small, then under one it
+// fits.
+TEST_F(ExportFiles, SavedBinariesStayWithinTheirCap) {
+  prepare_output_dir(dir_);
+  const std::string id = elf_build_id("/proc/self/exe");
+  ASSERT_FALSE(id.empty()) << "the test binary has no build id";
+  const uint64_t size = fs::file_size("/proc/self/exe");
+  UserStackSet set;
+  set.enabled = true;
+  set.binaries.push_back({"/proc/self/exe", id});
+  save_user_binaries(dir_, set, kNoGroup, size - 1);
+  EXPECT_FALSE(fs::exists(dir_ / "binaries" / id)) << "copied past the cap";
+  std::ifstream index(dir_ / "binaries" / "index");
+  std::string line;
+  std::getline(index, line);
+  EXPECT_EQ(line, id + " /proc/self/exe") << "a binary over the cap is still indexed";
+
+  save_user_binaries(dir_, set, kNoGroup, size + 4096);  // the index counts too
+  EXPECT_TRUE(fs::exists(dir_ / "binaries" / id)) << "a binary within the cap is copied";
+  EXPECT_EQ(fs::file_size(dir_ / "binaries" / id), size);
+}

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include "daemon/export/exports.h"
@@ -18,7 +20,32 @@ namespace stackmapd {
 
 namespace fs = std::filesystem;
 
-void save_user_binaries(const std::string& dir, const UserStackSet& set, gid_t group) {
+namespace {
+
+uint64_t directory_bytes(const fs::path& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file(ec)) total += e.file_size(ec);
+  return total;
+}
+
+// Each export tries the binaries again: say once per binary (per daemon) that
+// the cap kept it out, not at every export.
+void warn_over_cap(const UserBinary& b, uint64_t max_bytes) {
+  static std::mutex mu;
+  static std::set<std::string> told;
+  std::lock_guard lock(mu);
+  if (!told.insert(b.build_id).second) return;
+  spdlog::warn("{} not copied to binaries/: it would take the directory past its {} MiB cap; "
+               "its frames keep the symbols found live (move older export dirs away to make room)",
+               utf8_text(b.path), max_bytes >> 20);
+}
+
+}  // namespace
+
+void save_user_binaries(const std::string& dir, const UserStackSet& set, gid_t group,
+                        uint64_t max_bytes) {
   const fs::path bin_dir = fs::path(dir) / "binaries";
   std::error_code ec;
   fs::create_directories(bin_dir, ec);
@@ -27,6 +54,7 @@ void save_user_binaries(const std::string& dir, const UserStackSet& set, gid_t g
                  bin_dir.string(), ec.message());
     return;
   }
+  uint64_t used = directory_bytes(bin_dir);
   std::string index;
   for (const UserBinary& b : set.binaries) {
     if (b.build_id.empty()) continue;
@@ -35,14 +63,24 @@ void save_user_binaries(const std::string& dir, const UserStackSet& set, gid_t g
     if (fs::exists(copy, ec)) continue;
     // The file at the path must still be the one mapped: its build id says.
     if (elf_build_id(b.path) != b.build_id) {
-      spdlog::warn("{} changed or is gone since it was mapped: not copied", b.path);
+      spdlog::warn("{} changed or is gone since it was mapped: not copied", utf8_text(b.path));
+      continue;
+    }
+    const uint64_t size = fs::file_size(b.path, ec);
+    if (ec) {
+      spdlog::warn("cannot read {}: {}: not copied", utf8_text(b.path), ec.message());
+      continue;
+    }
+    if (used + size > max_bytes) {
+      warn_over_cap(b, max_bytes);
       continue;
     }
     const fs::path tmp = bin_dir / ("." + b.build_id + ".tmp");
     fs::copy_file(b.path, tmp, fs::copy_options::overwrite_existing, ec);
     if (!ec) fs::rename(tmp, copy, ec);
+    if (!ec) used += size;
     if (ec) {
-      spdlog::warn("cannot copy {} to {}: {}", b.path, copy.string(), ec.message());
+      spdlog::warn("cannot copy {} to {}: {}", utf8_text(b.path), copy.string(), ec.message());
       fs::remove(tmp, ec);
     }
   }

@@ -8,15 +8,24 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 
 #include "daemon/model/user_stack.h"
 
 namespace stackmapd {
 
-// Copies the binaries of `set` not yet in DIR/binaries; a binary without a
-// build id, or unreadable, is skipped (its frames keep the symbols found live).
-void save_user_binaries(const std::string& dir, const UserStackSet& set, gid_t group);
+// What DIR/binaries may hold: any traced process's binaries are copied, so
+// without a cap a fleet of short-lived programs fills the disk (109 MB a
+// minute was seen).
+inline constexpr uint64_t kSavedBinariesMaxBytes = 256ull << 20;
+
+// Copies the binaries of `set` not yet in DIR/binaries, while the directory
+// stays within `max_bytes`; a binary without a build id, unreadable, or over
+// the cap is skipped (its frames keep the symbols found live). Every binary is
+// listed in binaries/index, copied or not.
+void save_user_binaries(const std::string& dir, const UserStackSet& set, gid_t group,
+                        uint64_t max_bytes = kSavedBinariesMaxBytes);
 
 // Symbolizes every frame of `set` again from DIR/binaries/BUILD_ID alone;
 // frames whose binary is not there become unresolved ([binary]+0xoff).
