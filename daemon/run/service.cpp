@@ -21,6 +21,7 @@
 #include "daemon/export/history.h"
 #include "daemon/run/control.h"
 #include "daemon/run/event_loop.h"
+#include "daemon/run/export_worker.h"
 #include "daemon/run/http_endpoints.h"
 #include "daemon/run/session_setup.h"
 #include "daemon/symbols/kallsyms.h"
@@ -56,6 +57,8 @@ class Service {
   void load_symbols();
   Snapshot current();
   void export_now();
+  void post_export();
+  void report_export(const std::string& error);
   std::unique_ptr<HttpEndpoints> open_http(const DaemonConfig& c);
   void write_metrics_textfile();
   void update_status();
@@ -66,18 +69,20 @@ class Service {
   void watch_session();
   void after_reload();
   void export_on_timer();
-  const Kallsyms* symbols() const { return ksyms_ ? &*ksyms_ : nullptr; }
+  const Kallsyms* symbols() const { return ksyms_.get(); }
 
   std::vector<std::string> args_;
   DaemonConfig config_;
   std::unique_ptr<BpfSession> session_;
-  std::optional<Kallsyms> ksyms_;
+  // Shared with the export being written: a reload replaces it meanwhile.
+  std::shared_ptr<const Kallsyms> ksyms_;
   KernelInfo kernel_;
   EventLoop loop_;  // the service's one loop: ring buffer, control clients, signals, timers
   EventLoop::Id ring_watch_ = 0;
   EventLoop::Id export_timer_ = 0;
   std::unique_ptr<HttpEndpoints> http_;  // --listen; after loop_, so it goes first
   std::string export_error_;             // the last timed export's failure, said once
+  ExportWorker exports_;                 // the timed exports' files, off the loop
 };
 
 // The first session, at start; reload() hands over to later ones.
@@ -96,7 +101,7 @@ void Service::load_symbols() {
       spdlog::warn("/proc/kallsyms shows no addresses (kptr_restrict): exports keep raw frames");
       ksyms_.reset();
     } else {
-      ksyms_ = std::move(k);
+      ksyms_ = std::make_shared<const Kallsyms>(std::move(k));
     }
   } catch (const Error& e) {
     spdlog::warn("{}: exports keep raw frames", e.what());
@@ -112,8 +117,29 @@ Snapshot Service::current() {
   return snap;
 }
 
+// On disk when it returns, and after any export posted before it.
 void Service::export_now() {
+  exports_.wait_idle();
   write_exports(config_.export_dir, current(), symbols(), config_.group_id());
+}
+
+// The loop takes the snapshot and the metrics (they need the session); the
+// worker formats and writes them (export_worker.h).
+void Service::post_export() {
+  std::string metrics;
+  if (!config_.metrics_textfile.empty()) {
+    session_->drain(0);
+    http::MetricsInput in = collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
+    in.process.reset();  // no process_* (metrics.h): node-exporter has its own
+    metrics = http::format_metrics(in);
+  }
+  exports_.post([snap = current(), ksyms = ksyms_, dir = config_.export_dir,
+                 group = config_.group_id(), textfile = config_.metrics_textfile,
+                 metrics = std::move(metrics), history_kb = config_.history_max_kb] {
+    write_exports(dir, snap, ksyms.get(), group);
+    if (!textfile.empty()) write_file_atomic(textfile, metrics, 0644);
+    if (history_kb) keep_history(dir, history_kb * 1024, group);
+  });
 }
 
 std::unique_ptr<HttpEndpoints> Service::open_http(const DaemonConfig& c) {
@@ -227,7 +253,7 @@ std::string Service::reload() {
   if (new_listen) http_ = std::move(http);
   load_symbols();
   try {
-    export_now();
+    post_export();  // the files' failure is reported as a timed export's
   } catch (const Error& e) {
     spdlog::warn("reloaded, but the exports were not written: {}", e.what());
   }
@@ -310,19 +336,23 @@ void Service::after_reload() {
 
 // A failed timed export (a full disk) is said once, not every interval, and
 // the daemon keeps tracing; the next one that works says so.
+void Service::report_export(const std::string& error) {
+  if (error.empty() && !export_error_.empty())
+    spdlog::info("exports written again to {}", config_.export_dir);
+  else if (!error.empty() && error != export_error_)
+    spdlog::error("timed export failed, still tracing (retried every {} s): {}",
+                  config_.snapshot_interval, error);
+  export_error_ = error;
+}
+
+// While the worker still writes the last one, this turn is skipped: a table
+// that takes longer than the interval to write is written as often as it can be.
 void Service::export_on_timer() {
+  if (auto outcome = exports_.take_outcome()) report_export(*outcome);
   try {
-    export_now();
-    write_metrics_textfile();
-    if (config_.history_max_kb)
-      keep_history(config_.export_dir, config_.history_max_kb * 1024, config_.group_id());
-    if (!export_error_.empty()) spdlog::info("exports written again to {}", config_.export_dir);
-    export_error_.clear();
+    if (!exports_.busy()) post_export();
   } catch (const std::exception& e) {
-    if (export_error_ != e.what())
-      spdlog::error("timed export failed, still tracing (retried every {} s): {}",
-                    config_.snapshot_interval, e.what());
-    export_error_ = e.what();
+    report_export(e.what());
   }
   update_status();
 }
