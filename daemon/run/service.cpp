@@ -55,7 +55,8 @@ class Service {
  private:
   void open_session();
   void load_symbols();
-  Snapshot current();
+  SnapshotCut cut();
+  Snapshot current() { return cut().finish(); }
   void export_now();
   void post_export();
   void report_export(const std::string& error);
@@ -110,11 +111,11 @@ void Service::load_symbols() {
   kernel_ = KernelInfo::probe_lowering_kptr_restrict(symbols());
 }
 
-Snapshot Service::current() {
+SnapshotCut Service::cut() {
   session_->drain(0);
-  Snapshot snap = session_->snapshot();
-  snap.kernel = kernel_;
-  return snap;
+  SnapshotCut c = session_->cut();
+  c.snap.kernel = kernel_;
+  return c;
 }
 
 // On disk when it returns, and after any export posted before it.
@@ -123,8 +124,8 @@ void Service::export_now() {
   write_exports(config_.export_dir, current(), symbols(), config_.group_id());
 }
 
-// The loop takes the snapshot and the metrics (they need the session); the
-// worker formats and writes them (export_worker.h).
+// The loop takes the cut and the metrics (they need the session); the worker
+// finishes the snapshot, formats and writes it (export_worker.h).
 void Service::post_export() {
   std::string metrics;
   if (!config_.metrics_textfile.empty()) {
@@ -133,10 +134,10 @@ void Service::post_export() {
     in.process.reset();  // no process_* (metrics.h): node-exporter has its own
     metrics = http::format_metrics(in);
   }
-  exports_.post([snap = current(), ksyms = ksyms_, dir = config_.export_dir,
-                 group = config_.group_id(), textfile = config_.metrics_textfile,
-                 metrics = std::move(metrics), history_kb = config_.history_max_kb] {
-    write_exports(dir, snap, ksyms.get(), group);
+  exports_.post([cut = cut(), ksyms = ksyms_, dir = config_.export_dir, group = config_.group_id(),
+                 textfile = config_.metrics_textfile, metrics = std::move(metrics),
+                 history_kb = config_.history_max_kb]() mutable {
+    write_exports(dir, std::move(cut).finish(), ksyms.get(), group);
     if (!textfile.empty()) write_file_atomic(textfile, metrics, 0644);
     if (history_kb) keep_history(dir, history_kb * 1024, group);
   });
