@@ -91,26 +91,34 @@ def checker(hostport, ctl_path, pid, out):
     fig = {"metrics_n": 0, "metrics_bad": 0, "metrics_max_s": 0.0, "stat_n": 0, "stat_bad": 0,
            "stat_max_s": 0.0, "peak_rss_kb": 0, "peak_fds": 0}
     samples = []  # (time, events_total) from /metrics
+    errors = set()
     first_rss = None
     while not stop:
         t0 = time.monotonic()
         try:
             body = http_get(hostport, "/metrics", 5)
             ok = body.startswith(b"HTTP/1.1 200")
+            if not ok:
+                errors.add("metrics: " + body[:40].decode("ascii", "replace").strip())
             for line in body.split(b"\n"):
                 if line.startswith(b"stackmapd_events_total "):
                     samples.append((t0, float(line.split()[1])))
-        except OSError:
+        except OSError as e:
             ok = False
+            errors.add(f"metrics: {e}")
         dt = time.monotonic() - t0
         fig["metrics_n"] += 1
         fig["metrics_bad"] += not ok or dt >= 1.0
         fig["metrics_max_s"] = max(fig["metrics_max_s"], dt if ok else 99.0)
         t1 = time.monotonic()
         try:
-            ok = ctl(ctl_path, "stat", 5).startswith(b"ok\nentries:")
-        except OSError:
+            reply = ctl(ctl_path, "stat", 5)
+            ok = reply.startswith(b"ok\nentries:")
+            if not ok:
+                errors.add("stat: " + reply[:40].decode("ascii", "replace").strip())
+        except OSError as e:
             ok = False
+            errors.add(f"stat: {e}")
         dt = time.monotonic() - t1
         fig["stat_n"] += 1
         fig["stat_bad"] += not ok or dt >= 1.0
@@ -135,6 +143,7 @@ def checker(hostport, ctl_path, pid, out):
         rate = (samples[-1][1] - samples[0][1]) / (samples[-1][0] - samples[0][0])
     fig["event_windows_stalled"] = stalls
     fig["events_per_s"] = f"{rate:.0f}"
+    fig["errors"] = "|".join(sorted(errors)).replace(" ", "_").replace("\n", "_") or "none"
     fig["metrics_max_s"] = f"{fig['metrics_max_s']:.3f}"
     fig["stat_max_s"] = f"{fig['stat_max_s']:.3f}"
     write(out, fig)
