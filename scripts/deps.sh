@@ -12,5 +12,7 @@ apt-get install -y -qq --no-install-recommends \
 # The real consumers of --pprof and --perfetto, for tests/pprof_test.sh and tests/perfetto_test.sh.
 apt-get install -y -qq --no-install-recommends \
   golang-1.19-go golang-github-google-pprof-dev protobuf-compiler > /dev/null
+# The load of tests/soak_test.sh.
+apt-get install -y -qq --no-install-recommends stress-ng > /dev/null
 # The real consumers of /metrics and --metrics-textfile, for tests/http_test.sh.
 apt-get install -y -qq --no-install-recommends prometheus prometheus-node-exporter > /dev/null

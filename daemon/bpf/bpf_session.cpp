@@ -197,7 +197,7 @@ std::vector<std::pair<std::string, int>> BpfSession::programs() const {
   return out;
 }
 
-Snapshot BpfSession::snapshot() {
+SnapshotCut BpfSession::cut() {
   // The exact cut (ring_consumer.h): the batches as copied, and every record
   // they had sent by then, nothing after.
   drain(0);
@@ -215,8 +215,11 @@ Snapshot BpfSession::snapshot() {
     }
     sched_yield();
   }
-  StackStore cut(store_);
-  for (const PendingCount& p : consumer_.pending(batches)) {
+  // pending() may intern strings (a new cgroup): before the copy, which must hold them.
+  const std::vector<PendingCount> pending = consumer_.pending(batches);
+  SnapshotCut out(Snapshot{}, store_);
+  StackStore& cut = out.store;
+  for (const PendingCount& p : pending) {
     if (cut.count(p.stack_id, p.key, p.weight, p.count)) continue;
     if (const smt_elt* e = table_.published_elt(p.stack_id))
       cut.insert(p.stack_id, std::vector<uint64_t>(e->ips, e->ips + e->nr), p.key, p.weight,
@@ -227,20 +230,19 @@ Snapshot BpfSession::snapshot() {
   consumer_.release();
   if (trace_) consumer_.flush_traces();
 
-  Snapshot snap;
+  Snapshot& snap = out.snap;
   snap.bits = bits();
   snap.hash_seed = hash_seed_;
   snap.stats = table_.stats_of(counters, epoch() & 1);
   consumer_.add_counts(snap.stats);
   cut.add_counts(snap.stats);
-  snap.stacks = cut.snapshot(sources());
   snap.keys = store_.keys();
   snap.keys_requested = keys_requested_;
   snap.weight_unit = weight_unit_;
   snap.sources = sources();
   snap.user = user_stacks_.stacks();
   add_user_counts(snap.stats);
-  return snap;
+  return out;
 }
 
 void BpfSession::add_user_counts(TableStats& s) const {

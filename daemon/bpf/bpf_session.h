@@ -41,6 +41,7 @@
 #include "daemon/bpf/table_view.h"
 #include "daemon/bpf/user_table.h"
 #include "daemon/model/snapshot.h"
+#include "daemon/model/snapshot_cut.h"
 #include "daemon/model/stack_store.h"
 #include "daemon/model/table_stats.h"
 #include "daemon/symbols/user_stacks.h"
@@ -106,7 +107,9 @@ class BpfSession {
 
   // Every event counted up to now, exactly: what the ring holds is drained,
   // what the batches hold is read (in place, not consumed).
-  Snapshot snapshot();
+  Snapshot snapshot() { return cut().finish(); }
+  // The same in two steps: only cut() needs this session (snapshot_cut.h).
+  SnapshotCut cut();
   TableStats stats() const;
   const StackStore& store() const { return store_; }
   // --user-stacks: the user stacks seen so far (null without it); a

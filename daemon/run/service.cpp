@@ -12,8 +12,10 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "daemon/bpf/bpf_session.h"
 #include "daemon/bpf/pinning.h"
@@ -23,6 +25,7 @@
 #include "daemon/export/history.h"
 #include "daemon/run/control.h"
 #include "daemon/run/event_loop.h"
+#include "daemon/run/export_worker.h"
 #include "daemon/run/http_endpoints.h"
 #include "daemon/run/session_setup.h"
 #include "daemon/run/stale_temps.h"
@@ -69,6 +72,15 @@ void prepare_export_dir(const std::string& dir, gid_t group) {
         dir);
 }
 
+// The kernel's symbols change as modules come and go (BPF programs' too, but
+// stacks seldom pass through them): /proc/modules says when to read kallsyms again.
+std::string module_list() {
+  std::ifstream in("/proc/modules");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 class Service {
  public:
   explicit Service(const std::vector<std::string>& args)
@@ -80,8 +92,11 @@ class Service {
   void open_session();
   void forget_failed_start() noexcept;
   void load_symbols();
-  Snapshot current();
+  SnapshotCut cut();
+  Snapshot current() { return cut().finish(); }
   void export_now();
+  void post_export();
+  void report_export(const std::string& error);
   std::unique_ptr<HttpEndpoints> open_http(const DaemonConfig& c);
   void write_metrics_textfile();
   void update_status();
@@ -92,12 +107,14 @@ class Service {
   void watch_session();
   void after_reload();
   void export_on_timer();
-  const Kallsyms* symbols() const { return ksyms_ ? &*ksyms_ : nullptr; }
+  const Kallsyms* symbols() const { return ksyms_.get(); }
 
   std::vector<std::string> args_;
   DaemonConfig config_;
   std::unique_ptr<BpfSession> session_;
-  std::optional<Kallsyms> ksyms_;
+  // Shared with the export being written: a reload replaces it meanwhile.
+  std::shared_ptr<const Kallsyms> ksyms_;
+  std::string modules_;  // module_list() when ksyms_ was read
   KernelInfo kernel_;
   std::optional<PinDirLock> pin_lock_;  // of the current session's pin dir
   EventLoop loop_;  // the service's one loop: ring buffer, control clients, signals, timers
@@ -106,6 +123,7 @@ class Service {
   double export_interval_ = 0;           // the timer's, in seconds
   std::unique_ptr<HttpEndpoints> http_;  // --listen; after loop_, so it goes first
   std::string export_error_;             // the last timed export's failure, said once
+  ExportWorker exports_;                 // the timed exports' files, off the loop
 };
 
 // A start that fails leaves no table of its own pinned (up to 2^20 stacks of
@@ -129,14 +147,20 @@ void Service::open_session() {
   session_ = std::move(fresh);
 }
 
+// Reading /proc/kallsyms is most of a reload's time (~1.8 s under kmem:* at
+// 200 k events/s, on the loop): a reload keeps the symbols it has unless the
+// modules changed.
 void Service::load_symbols() {
+  std::string modules = module_list();
+  if (ksyms_ && modules == modules_) return;
+  modules_ = std::move(modules);
   try {
     Kallsyms k = Kallsyms::load();
     if (k.addresses_hidden()) {
       spdlog::warn("/proc/kallsyms shows no addresses (kptr_restrict): exports keep raw frames");
       ksyms_.reset();
     } else {
-      ksyms_ = std::move(k);
+      ksyms_ = std::make_shared<const Kallsyms>(std::move(k));
     }
   } catch (const Error& e) {
     spdlog::warn("{}: exports keep raw frames", e.what());
@@ -145,15 +169,36 @@ void Service::load_symbols() {
   kernel_ = KernelInfo::probe_lowering_kptr_restrict(symbols());
 }
 
-Snapshot Service::current() {
+SnapshotCut Service::cut() {
   session_->drain(0);
-  Snapshot snap = session_->snapshot();
-  snap.kernel = kernel_;
-  return snap;
+  SnapshotCut c = session_->cut();
+  c.snap.kernel = kernel_;
+  return c;
 }
 
+// On disk when it returns, and after any export posted before it.
 void Service::export_now() {
+  exports_.wait_idle();
   write_exports(config_.export_dir, current(), symbols(), config_.group_id());
+}
+
+// The loop takes the cut and the metrics (they need the session); the worker
+// finishes the snapshot, formats and writes it (export_worker.h).
+void Service::post_export() {
+  std::string metrics;
+  if (!config_.metrics_textfile.empty()) {
+    session_->drain(0);
+    http::MetricsInput in = collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
+    in.process.reset();  // no process_* (metrics.h): node-exporter has its own
+    metrics = http::format_metrics(in);
+  }
+  exports_.post([cut = cut(), ksyms = ksyms_, dir = config_.export_dir, group = config_.group_id(),
+                 textfile = config_.metrics_textfile, metrics = std::move(metrics),
+                 history_kb = config_.history_max_kb]() mutable {
+    write_exports(dir, std::move(cut).finish(), ksyms.get(), group);
+    if (!textfile.empty()) write_file_atomic(textfile, metrics, 0644);
+    if (history_kb) keep_history(dir, history_kb * 1024, group);
+  });
 }
 
 std::unique_ptr<HttpEndpoints> Service::open_http(const DaemonConfig& c) {
@@ -217,7 +262,8 @@ std::string Service::reload() {
   const bool new_listen = next.listen != config_.listen;
   std::unique_ptr<HttpEndpoints> http = new_listen ? open_http(next) : nullptr;
   SessionConfig sc = next.session();
-  resolve_session_events(sc, mount_tracefs_events());
+  load_symbols();
+  resolve_session_events(sc, mount_tracefs_events(), symbols());
   std::optional<PinDirLock> pin_lock;  // another table's, before it is touched
   const std::string pin_dir = pin_lock_ ? pin_lock_->dir() : "";
   if (!sc.pin_dir.empty() && sc.pin_dir != pin_dir) pin_lock.emplace(sc.pin_dir);
@@ -269,9 +315,8 @@ std::string Service::reload() {
   config_ = next;
   if (sc.pin_dir != pin_dir) pin_lock_ = std::move(pin_lock);
   if (new_listen) http_ = std::move(http);
-  load_symbols();
   try {
-    export_now();
+    post_export();  // the files' failure is reported as a timed export's
   } catch (const std::exception& e) {
     spdlog::warn("reloaded, but the exports were not written: {}", e.what());
   }
@@ -363,19 +408,23 @@ void Service::after_reload() {
 
 // A failed timed export (a full disk) is said once, not every interval, and
 // the daemon keeps tracing; the next one that works says so.
+void Service::report_export(const std::string& error) {
+  if (error.empty() && !export_error_.empty())
+    spdlog::info("exports written again to {}", config_.export_dir);
+  else if (!error.empty() && error != export_error_)
+    spdlog::error("timed export failed, still tracing (retried every {} s): {}",
+                  config_.snapshot_interval, error);
+  export_error_ = error;
+}
+
+// While the worker still writes the last one, this turn is skipped: a table
+// that takes longer than the interval to write is written as often as it can be.
 void Service::export_on_timer() {
+  if (auto outcome = exports_.take_outcome()) report_export(*outcome);
   try {
-    export_now();
-    write_metrics_textfile();
-    if (config_.history_max_kb)
-      keep_history(config_.export_dir, config_.history_max_kb * 1024, config_.group_id());
-    if (!export_error_.empty()) spdlog::info("exports written again to {}", config_.export_dir);
-    export_error_.clear();
+    if (!exports_.busy()) post_export();
   } catch (const std::exception& e) {
-    if (export_error_ != e.what())
-      spdlog::error("timed export failed, still tracing (retried every {} s): {}",
-                    config_.snapshot_interval, e.what());
-    export_error_ = e.what();
+    report_export(e.what());
   }
   update_status();
 }

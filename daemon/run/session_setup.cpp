@@ -39,7 +39,8 @@ std::vector<smt_text_range> machinery_ranges(const Kallsyms& ksyms, const Sessio
   return out;
 }
 
-void resolve_session_events(SessionConfig& sc, const std::string& events_dir) {
+void resolve_session_events(SessionConfig& sc, const std::string& events_dir,
+                            const Kallsyms* ksyms) {
   sc.events = resolve_events(sc.events, events_dir);
   if (!sc.sum_field.empty()) {
     if (!sc.functions.empty() || sc.profile_hz)
@@ -53,7 +54,7 @@ void resolve_session_events(SessionConfig& sc, const std::string& events_dir) {
   }
   if (sc.trace)
     for (Tracepoint& tp : sc.events) tp.raw_len = trace_raw_len(read_event_format(events_dir, tp));
-  sc.machinery = machinery_ranges(Kallsyms::load(), sc);
+  sc.machinery = machinery_ranges(ksyms ? *ksyms : Kallsyms::load(), sc);
   if (sc.offcpu) {
     const EventFormat sched_switch =
         read_event_format(events_dir, Tracepoint{"sched", "sched_switch", 0});

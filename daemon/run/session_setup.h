@@ -18,7 +18,9 @@ namespace stackmapd {
 // SMT_MAX_STRIP), sorted; at most SMT_MAX_STRIP of them.
 std::vector<smt_text_range> machinery_ranges(const Kallsyms& ksyms, const SessionConfig& sc);
 
-// Throws Error with one line naming the problem and the fix.
-void resolve_session_events(SessionConfig& session, const std::string& events_dir);
+// Throws Error with one line naming the problem and the fix. ksyms: the
+// caller's, else /proc/kallsyms is read (a reload under load spends ~1 s on it).
+void resolve_session_events(SessionConfig& session, const std::string& events_dir,
+                            const Kallsyms* ksyms = nullptr);
 
 }  // namespace stackmapd
