@@ -66,12 +66,12 @@ class Service {
   void watch_session();
   void after_reload();
   void export_on_timer();
-  const Kallsyms* symbols() const { return ksyms_ ? &*ksyms_ : nullptr; }
+  const Kallsyms* symbols() const { return ksyms_.get(); }
 
   std::vector<std::string> args_;
   DaemonConfig config_;
   std::unique_ptr<BpfSession> session_;
-  std::optional<Kallsyms> ksyms_;
+  std::shared_ptr<const Kallsyms> ksyms_;  // shared with HTTP's builds off the loop
   KernelInfo kernel_;
   EventLoop loop_;  // the service's one loop: ring buffer, control clients, signals, timers
   EventLoop::Id ring_watch_ = 0;
@@ -96,7 +96,7 @@ void Service::load_symbols() {
       spdlog::warn("/proc/kallsyms shows no addresses (kptr_restrict): exports keep raw frames");
       ksyms_.reset();
     } else {
-      ksyms_ = std::move(k);
+      ksyms_ = std::make_shared<const Kallsyms>(std::move(k));
     }
   } catch (const Error& e) {
     spdlog::warn("{}: exports keep raw frames", e.what());
@@ -125,7 +125,7 @@ std::unique_ptr<HttpEndpoints> Service::open_http(const DaemonConfig& c) {
     session_->drain(0);
     return collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
   };
-  source.symbols = [this] { return symbols(); };
+  source.symbols = [this] { return ksyms_; };
   // Read at each request: a reload may change the interval and keep the listener.
   source.refresh_seconds = [this] {
     return std::max(2, static_cast<int>(config_.snapshot_interval));
