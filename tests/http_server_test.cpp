@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "daemon/http/server.h"
 
@@ -33,6 +34,7 @@ class Http : public ::testing::Test {
             r.body = std::string(8 << 20, 'x');
           } else if (req.path == "/later") {
             later_ = respond;  // answered by the test
+            laters_.push_back(respond);
             return;
           } else {
             r.body = "path " + req.path + "\n";
@@ -90,6 +92,7 @@ class Http : public ::testing::Test {
   EventLoop loop_;
   std::optional<Server> server_;
   Server::Respond later_;
+  std::vector<Server::Respond> laters_;  // every /later, in order
 };
 
 TEST_F(Http, AnswersGetAndHead) {
@@ -177,8 +180,10 @@ TEST_F(Http, RefusesWith503OnlyWhenEverySlotHoldsARequest) {
   std::string r = response(extra);
   EXPECT_EQ(status_line(r), "HTTP/1.1 503 Service Unavailable");
   EXPECT_NE(r.find("\r\nRetry-After: 1\r\n"), std::string::npos) << r;
-  held.clear();  // they hang up: their slots come back
-  turn_for(30ms);
+  Response late;
+  late.body = "late\n";
+  for (auto& respond : laters_) respond(late);  // answered: their slots come back
+  for (auto& c : held) EXPECT_EQ(body(response(c)), "late\n");
   EXPECT_EQ(server_->connections(), 0u);
   UniqueFd next = connect_client();
   say(next, "GET /q HTTP/1.1\r\n\r\n");

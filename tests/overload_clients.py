@@ -6,10 +6,11 @@
 #       reconnects when dropped) while /metrics and "stat" are asked every
 #       0.3 s: the slowest answer of each, and how many failed.
 #   burst PORT CONTROL_SOCK NOTIFY_LOG PID
-#       32 concurrent GET /stack_map.json while /metrics and "stat" are asked
+#       32 concurrent GET /stack_map.json (each retried after a 503's
+#       Retry-After, as a client should) while /metrics and "stat" are asked
 #       every 0.2 s: the slowest answer of each, the longest gap between
 #       watchdog pings in NOTIFY_LOG, the burst's time, VmHWM after.
-import json, socket, sys, threading, time, urllib.request
+import json, socket, sys, threading, time, urllib.error, urllib.request
 
 def metrics(port):
     t = time.time()
@@ -98,17 +99,27 @@ def burst(port, sock, notify_log, pid):
     p = Prober(port, sock, 0.2)
     p.start()
     sizes, codes = [], []
+    retried = [0]
     lock = threading.Lock()
     def get():
-        try:
-            body = urllib.request.urlopen("http://127.0.0.1:%d/stack_map.json" % port, timeout=300).read()
-            n = len(json.loads(body)["stacks"])
-            with lock:
-                sizes.append(n)
-                codes.append(200)
-        except Exception as e:
-            with lock:
-                codes.append(str(e)[:40])
+        for _ in range(100):
+            try:
+                body = urllib.request.urlopen("http://127.0.0.1:%d/stack_map.json" % port, timeout=300).read()
+                n = len(json.loads(body)["stacks"])
+                with lock:
+                    sizes.append(n)
+                    codes.append(200)
+                return
+            except urllib.error.HTTPError as e:
+                if e.code != 503 or not e.headers.get("Retry-After"):
+                    break
+                with lock:
+                    retried[0] += 1
+                time.sleep(float(e.headers["Retry-After"]))
+            except Exception as e:
+                with lock:
+                    codes.append(str(e)[:40])
+                return
     t0 = time.time()
     getters = [threading.Thread(target=get) for _ in range(32)]
     for g in getters:
@@ -122,6 +133,8 @@ def burst(port, sock, notify_log, pid):
     p.report()
     print("burst_s %.2f" % (t1 - t0))
     print("burst_ok %d" % codes.count(200))
+    print("burst_errors %s" % ",".join(str(c) for c in codes if c != 200))
+    print("retried_after_503 %d" % retried[0])
     print("stacks %d" % (max(sizes) if sizes else 0))
     pings = [float(l.split()[0]) for l in open(notify_log) if "WATCHDOG=1" in l]
     inside = [x for x in pings if t0 - 2 <= x <= t1 + 1]

@@ -219,6 +219,7 @@ void Server::respond(uint64_t key, const Response& r, bool head) {
   admission_.completed(key);
   c.out = serialize(r, head);
   if (!head) c.body = r.shared_body;
+  c.lease = r.lease;
   c.sent = 0;
   if (c.deadline) loop_.cancel(c.deadline);
   c.deadline = loop_.at(EventLoop::Clock::now() + limits_.response_time, [this, key] {

@@ -42,6 +42,9 @@ struct Response {
   // A large body shared by many responses (one export for every client):
   // sent from this buffer, never copied per connection; `body` is then unused.
   std::shared_ptr<const std::string> shared_body;
+  // Held until the response is sent or dropped: lets an endpoint count its
+  // responses in flight (waiting to be built, or being read).
+  std::shared_ptr<const void> lease;
   std::vector<std::pair<std::string, std::string>> headers;  // beyond the usual ones
 };
 
@@ -83,6 +86,7 @@ class Server {
     std::string in;
     std::string out;                          // status line, headers, small body
     std::shared_ptr<const std::string> body;  // a shared body, sent after `out`
+    std::shared_ptr<const void> lease;        // Response::lease
     size_t sent = 0;                          // of `out`, then of `body`
     EventLoop::Id watch = 0;
     EventLoop::Id deadline = 0;

@@ -58,17 +58,18 @@ HttpEndpoints::HttpEndpoints(EventLoop& loop, const http::ListenAddress& address
           [this](const http::Request& req, http::Server::Respond respond) { handle(req, respond); },
           limits),
       worker_(loop),
-      json_(worker_,
-            [this] {
-              // The copy stays on the loop (it is the table at this moment);
-              // the formatting, many times its cost, goes to the worker.
-              auto snap = std::make_shared<const Snapshot>(source_.snapshot());
-              std::shared_ptr<const Kallsyms> symbols = source_.symbols();
-              JsonOptions opt;
-              opt.addresses = addresses_;
-              return [snap, symbols, opt] { return format_json(*snap, symbols.get(), opt); };
-            },
-            {}) {}
+      json_(
+          worker_,
+          [this] {
+            // The copy stays on the loop (it is the table at this moment);
+            // the formatting, many times its cost, goes to the worker.
+            auto snap = std::make_shared<const Snapshot>(source_.snapshot());
+            std::shared_ptr<const Kallsyms> symbols = source_.symbols();
+            JsonOptions opt;
+            opt.addresses = addresses_;
+            return [snap, symbols, opt] { return format_json(*snap, symbols.get(), opt); };
+          },
+          std::chrono::seconds(1)) {}
 
 HttpEndpoints::~HttpEndpoints() {
   for (const auto& [key, timer] : profiles_) loop_.cancel(timer);
@@ -102,17 +103,22 @@ void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond
 }
 
 void HttpEndpoints::stack_map_json(const http::Server::Respond& respond) {
-  bool taken = json_.get([respond](SharedExport::Body body, const std::string& error) {
-    if (!body) return respond(http::error_response(500, error));
-    http::Response r;
-    r.content_type = "application/json";
-    r.shared_body = std::move(body);
+  if (json_in_flight_ >= kMaxJsonInFlight)
+    return respond(http::error_response(
+        503,
+        std::to_string(kMaxJsonInFlight) +
+            " requests for /stack_map.json are being answered already: try again in a moment"));
+  ++json_in_flight_;
+  std::shared_ptr<const void> lease(nullptr, [this](const void*) { --json_in_flight_; });
+  json_.get([respond, lease](SharedExport::Body body, const std::string& error) {
+    http::Response r = body ? http::Response{} : http::error_response(500, error);
+    if (body) {
+      r.content_type = "application/json";
+      r.shared_body = std::move(body);
+    }
+    r.lease = lease;
     respond(r);
   });
-  if (!taken)
-    respond(http::error_response(503,
-                                 "too many requests wait for /stack_map.json already: try "
-                                 "again in a moment"));
 }
 
 // One timer per request on the loop, at most kMaxProfiles at once.

@@ -58,6 +58,10 @@ class HttpEndpoints {
   static constexpr long kDefaultProfileSeconds = 10;
   static constexpr long kMaxProfileSeconds = 300;
   static constexpr size_t kMaxProfiles = 4;  // recording at once; more get 429
+  // /stack_map.json requests waiting or being read at once; more get 503 with
+  // Retry-After. Well below a peer's slots (http::Server::Limits): the rest
+  // stay for /metrics and the page.
+  static constexpr size_t kMaxJsonInFlight = 8;
 
   const http::ListenAddress& address() const { return server_.address(); }
 
@@ -70,7 +74,8 @@ class HttpEndpoints {
   Source source_;
   std::map<uint64_t, EventLoop::Id> profiles_;  // recording: their timers
   uint64_t next_profile_ = 1;
-  bool addresses_;  // raw addresses may be served: a unix socket
+  bool addresses_;             // raw addresses may be served: a unix socket
+  size_t json_in_flight_ = 0;  // their leases (http::Response::lease) count it; before server_
   http::Server server_;
   Background worker_;  // formats the JSON; joined last (its done()s run only in a turn)
   SharedExport json_;

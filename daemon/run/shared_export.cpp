@@ -6,26 +6,21 @@
 
 namespace stackmapd {
 
-SharedExport::SharedExport(Background& worker, Prepare prepare, Limits limits)
-    : worker_(worker), prepare_(std::move(prepare)), limits_(limits) {}
+SharedExport::SharedExport(Background& worker, Prepare prepare, std::chrono::milliseconds fresh_for)
+    : worker_(worker), prepare_(std::move(prepare)), fresh_for_(fresh_for) {}
 
-bool SharedExport::get(Ready ready) {
+void SharedExport::get(Ready ready) {
   const auto now = EventLoop::Clock::now();
-  if (body_ && !building_ && now - taken_ < limits_.fresh_for) {
-    ready(body_, "");
-    return true;
-  }
-  if (waiting_.size() >= limits_.max_waiting) return false;
+  if (body_ && !building_ && now - taken_ < fresh_for_) return ready(body_, "");
   waiting_.push_back(std::move(ready));
-  if (building_) return true;
+  if (building_) return;
   building_ = true;
   ++builds_;
   Build build;
   try {
     build = prepare_();
   } catch (const std::exception& e) {
-    finish(nullptr, e.what());
-    return true;
+    return finish(nullptr, e.what());
   }
   taken_ = now;
   // Written by the worker, read by the loop after Background's hand-over.
@@ -43,7 +38,6 @@ bool SharedExport::get(Ready ready) {
         }
       },
       [this, out] { finish(std::move(out->body), out->error); });
-  return true;
 }
 
 void SharedExport::finish(Body body, const std::string& error) {

@@ -5,8 +5,8 @@
 //   - a body younger than fresh_for (from its snapshot) is served as it is;
 //   - otherwise the first request takes a snapshot on the loop (prepare) and
 //     hands the formatting to the worker (daemon/run/background.h); requests
-//     that arrive while it builds wait for that same body;
-//   - at most max_waiting requests wait; get() refuses more (a 503).
+//     that arrive while it builds wait for that same body.
+// How many may wait is the caller's bound (HttpEndpoints::kMaxJsonInFlight).
 // The body is immutable and shared: the HTTP server sends it from this one
 // buffer to every client (http::Response::shared_body).
 #pragma once
@@ -30,18 +30,12 @@ class SharedExport {
   using Prepare = std::function<Build()>;
   // On the loop: the body, or null and why not.
   using Ready = std::function<void(Body body, const std::string& error)>;
-  struct Limits {
-    std::chrono::milliseconds fresh_for{1000};
-    size_t max_waiting = 64;
-  };
-
-  SharedExport(Background& worker, Prepare prepare, Limits limits);
+  SharedExport(Background& worker, Prepare prepare, std::chrono::milliseconds fresh_for);
   SharedExport(const SharedExport&) = delete;
   SharedExport& operator=(const SharedExport&) = delete;
 
-  // Calls ready() now or once the body is built; false (ready() not kept)
-  // when max_waiting requests wait already.
-  bool get(Ready ready);
+  // Calls ready() now or once the body is built.
+  void get(Ready ready);
 
   uint64_t builds() const { return builds_; }  // started so far
   size_t waiting() const { return waiting_.size(); }
@@ -51,7 +45,7 @@ class SharedExport {
 
   Background& worker_;
   Prepare prepare_;
-  Limits limits_;
+  std::chrono::milliseconds fresh_for_;
   Body body_;                           // the last one built
   EventLoop::Clock::time_point taken_;  // its snapshot's time
   bool building_ = false;
