@@ -157,7 +157,8 @@ TEST_F(Control, RefusesOnlyWhenEverySlotHoldsARequest) {
   turn_for(30ms);
   EXPECT_EQ(server_->clients(), 4u);
   UniqueFd extra = connect_client();
-  EXPECT_EQ(reply(extra), "error\ntoo many control clients at once (4): try again in a moment\n");
+  EXPECT_EQ(reply(extra),
+            "error\ntoo many control clients at once (4, 4 per user): try again in a moment\n");
   held.clear();  // they hang up: their slots come back
   turn_for(30ms);
   EXPECT_EQ(server_->clients(), 0u);
@@ -172,6 +173,7 @@ TEST_F(Control, NewcomerEvictsTheLongestIncomplete) {
   ControlServer::Limits limits;
   limits.max_clients = 8;
   limits.max_per_peer = 4;
+  limits.evict_after = 300ms;
   start(limits);
   std::vector<UniqueFd> trickling;
   for (int i = 0; i < 4; ++i) {
@@ -180,6 +182,11 @@ TEST_F(Control, NewcomerEvictsTheLongestIncomplete) {
     turn_for(5ms);
   }
   EXPECT_EQ(server_->clients(), 4u);
+  UniqueFd early = connect_client();
+  EXPECT_EQ(reply(early),
+            "error\ntoo many control clients at once (8, 4 per user): try again in a moment\n")
+      << "none incomplete for evict_after yet: the newcomer is refused";
+  turn_for(400ms);
   UniqueFd quick = connect_client();
   say(quick, "stat\n");
   EXPECT_EQ(reply(quick), "ok\ngot stat\n");

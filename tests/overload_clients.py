@@ -98,21 +98,22 @@ def slowloris(port, sock, seconds):
 def burst(port, sock, notify_log, pid):
     p = Prober(port, sock, 0.2)
     p.start()
-    sizes, codes = [], []
+    bodies, codes = [], []
     retried = [0]
     lock = threading.Lock()
     def get():
         for _ in range(100):
             try:
                 body = urllib.request.urlopen("http://127.0.0.1:%d/stack_map.json" % port, timeout=300).read()
-                n = len(json.loads(body)["stacks"])
-                with lock:
-                    sizes.append(n)
+                with lock:  # parsed after the burst: a parse here holds the probes' GIL
+                    bodies.append(body)
                     codes.append(200)
                 return
             except urllib.error.HTTPError as e:
                 if e.code != 503 or not e.headers.get("Retry-After"):
-                    break
+                    with lock:
+                        codes.append(e.code)
+                    return
                 with lock:
                     retried[0] += 1
                 time.sleep(float(e.headers["Retry-After"]))
@@ -135,7 +136,7 @@ def burst(port, sock, notify_log, pid):
     print("burst_ok %d" % codes.count(200))
     print("burst_errors %s" % ",".join(str(c) for c in codes if c != 200))
     print("retried_after_503 %d" % retried[0])
-    print("stacks %d" % (max(sizes) if sizes else 0))
+    print("stacks %d" % (len(json.loads(bodies[-1])["stacks"]) if bodies else 0))
     pings = [float(l.split()[0]) for l in open(notify_log) if "WATCHDOG=1" in l]
     inside = [x for x in pings if t0 - 2 <= x <= t1 + 1]
     gaps = [b - a for a, b in zip(inside, inside[1:])]

@@ -134,7 +134,7 @@ Server::Server(EventLoop& loop, const ListenAddress& address, gid_t group, Handl
       address_(address),
       handler_(std::move(handler)),
       limits_(limits),
-      admission_({limits.max_connections, limits.max_per_peer}) {
+      admission_({limits.max_connections, limits.max_per_peer, limits.evict_after}) {
   fd_ = listen_on(address_, group);
   if (!address_.is_unix()) address_.port = bound_port(fd_.get());
   watch_ = loop_.watch(fd_.get(), POLLIN, [this](short) { on_accept(); });
@@ -152,11 +152,13 @@ void Server::on_accept() {
     UniqueFd fd(accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd) return;  // EAGAIN: all taken; anything else is the client's loss
     const std::string peer = Admission::peer_of(fd.get());
-    Admission::Decision d = admission_.decide(peer);
+    const auto now = EventLoop::Clock::now();
+    Admission::Decision d = admission_.decide(peer, now);
     if (!d.admit) {
       refuse(std::move(fd), error_response(503, "too many HTTP connections at once (" +
-                                                    std::to_string(limits_.max_connections) +
-                                                    "): try again in a moment"));
+                                                    std::to_string(limits_.max_connections) + ", " +
+                                                    std::to_string(limits_.max_per_peer) +
+                                                    " per address): try again in a moment"));
       continue;
     }
     if (d.evict) {
@@ -167,10 +169,10 @@ void Server::on_accept() {
     uint64_t key = next_key_++;
     Conn& c = conns_[key];
     c.fd = std::move(fd);
-    admission_.add(key, peer);
+    admission_.add(key, peer, now);
     c.watch = loop_.watch(c.fd.get(), POLLIN, [this, key](short) { on_readable(key); });
     // From accept, never moved by what arrives: a trickle cannot extend it.
-    c.deadline = loop_.at(EventLoop::Clock::now() + limits_.request_time, [this, key] {
+    c.deadline = loop_.at(now + limits_.request_time, [this, key] {
       conns_.at(key).deadline = 0;
       respond(key, error_response(408, "request head not complete in time"), false);
     });

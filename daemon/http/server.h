@@ -61,8 +61,9 @@ class Server {
   // Called in the loop for each complete request; calls respond() now or later.
   using Handler = std::function<void(const Request&, Respond respond)>;
   struct Limits {
-    size_t max_connections = 32;
-    size_t max_per_peer = 24;  // per source address: 8 slots stay for the others
+    size_t max_connections = 64;
+    size_t max_per_peer = 48;  // per source address: 16 slots stay for the others
+    std::chrono::milliseconds evict_after{1000};  // daemon/sys/admission.h
     size_t max_head = 8192;
     std::chrono::milliseconds request_time{5000};    // connect to the end of the head
     std::chrono::milliseconds response_time{10000};  // for the client to read it all

@@ -63,7 +63,7 @@ ControlServer::ControlServer(EventLoop& loop, const std::string& path, gid_t gro
       path_(path),
       handler_(std::move(handler)),
       limits_(limits),
-      admission_({limits.max_clients, limits.max_per_peer}) {
+      admission_({limits.max_clients, limits.max_per_peer, limits.evict_after}) {
   sockaddr_un addr = address(path);
   fd_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd_) throw Error(std::string("cannot create the control socket: ") + strerror(errno));
@@ -89,10 +89,12 @@ void ControlServer::on_accept() {
     UniqueFd fd(accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd) return;  // EAGAIN: all taken; anything else is the client's loss
     const std::string peer = Admission::peer_of(fd.get());
-    Admission::Decision d = admission_.decide(peer);
+    const auto now = EventLoop::Clock::now();
+    Admission::Decision d = admission_.decide(peer, now);
     if (!d.admit) {
-      refuse(std::move(fd), "too many control clients at once (" +
-                                std::to_string(limits_.max_clients) + "): try again in a moment\n");
+      refuse(std::move(fd),
+             "too many control clients at once (" + std::to_string(limits_.max_clients) + ", " +
+                 std::to_string(limits_.max_per_peer) + " per user): try again in a moment\n");
       continue;
     }
     if (d.evict) {
@@ -103,10 +105,10 @@ void ControlServer::on_accept() {
     uint64_t key = next_key_++;
     Client& c = clients_[key];
     c.fd = std::move(fd);
-    admission_.add(key, peer);
+    admission_.add(key, peer, now);
     c.watch = loop_.watch(c.fd.get(), POLLIN, [this, key](short) { on_readable(key); });
     // From accept, never moved by what arrives: a trickle cannot extend it.
-    c.deadline = loop_.at(EventLoop::Clock::now() + limits_.request_time, [this, key] {
+    c.deadline = loop_.at(now + limits_.request_time, [this, key] {
       clients_.at(key).deadline = 0;
       answer(key, false,
              "no request line within " + seconds(limits_.request_time) +
