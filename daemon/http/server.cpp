@@ -134,7 +134,7 @@ Server::Server(EventLoop& loop, const ListenAddress& address, gid_t group, Handl
       address_(address),
       handler_(std::move(handler)),
       limits_(limits),
-      admission_({limits.max_connections, limits.max_per_peer, limits.evict_after}) {
+      admission_({limits.max_connections, limits.max_per_peer}) {
   fd_ = listen_on(address_, group);
   if (!address_.is_unix()) address_.port = bound_port(fd_.get());
   watch_ = loop_.watch(fd_.get(), POLLIN, [this](short) { on_accept(); });
@@ -153,7 +153,7 @@ void Server::on_accept() {
     if (!fd) return;  // EAGAIN: all taken; anything else is the client's loss
     const std::string peer = Admission::peer_of(fd.get());
     const auto now = EventLoop::Clock::now();
-    Admission::Decision d = admission_.decide(peer, now);
+    Admission::Decision d = admission_.decide(peer);
     if (!d.admit) {
       refuse(std::move(fd), error_response(503, "too many HTTP connections at once (" +
                                                     std::to_string(limits_.max_connections) + ", " +
@@ -169,7 +169,7 @@ void Server::on_accept() {
     uint64_t key = next_key_++;
     Conn& c = conns_[key];
     c.fd = std::move(fd);
-    admission_.add(key, peer, now);
+    admission_.add(key, peer);
     c.watch = loop_.watch(c.fd.get(), POLLIN, [this, key](short) { on_readable(key); });
     // From accept, never moved by what arrives: a trickle cannot extend it.
     c.deadline = loop_.at(now + limits_.request_time, [this, key] {

@@ -63,7 +63,6 @@ class Server {
   struct Limits {
     size_t max_connections = 64;
     size_t max_per_peer = 48;  // per source address: 16 slots stay for the others
-    std::chrono::milliseconds evict_after{1000};  // daemon/sys/admission.h
     size_t max_head = 8192;
     std::chrono::milliseconds request_time{5000};    // connect to the end of the head
     std::chrono::milliseconds response_time{10000};  // for the client to read it all

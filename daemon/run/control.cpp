@@ -63,7 +63,7 @@ ControlServer::ControlServer(EventLoop& loop, const std::string& path, gid_t gro
       path_(path),
       handler_(std::move(handler)),
       limits_(limits),
-      admission_({limits.max_clients, limits.max_per_peer, limits.evict_after}) {
+      admission_({limits.max_clients, limits.max_per_peer}) {
   sockaddr_un addr = address(path);
   fd_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd_) throw Error(std::string("cannot create the control socket: ") + strerror(errno));
@@ -90,7 +90,7 @@ void ControlServer::on_accept() {
     if (!fd) return;  // EAGAIN: all taken; anything else is the client's loss
     const std::string peer = Admission::peer_of(fd.get());
     const auto now = EventLoop::Clock::now();
-    Admission::Decision d = admission_.decide(peer, now);
+    Admission::Decision d = admission_.decide(peer);
     if (!d.admit) {
       refuse(std::move(fd),
              "too many control clients at once (" + std::to_string(limits_.max_clients) + ", " +
@@ -105,7 +105,7 @@ void ControlServer::on_accept() {
     uint64_t key = next_key_++;
     Client& c = clients_[key];
     c.fd = std::move(fd);
-    admission_.add(key, peer, now);
+    admission_.add(key, peer);
     c.watch = loop_.watch(c.fd.get(), POLLIN, [this, key](short) { on_readable(key); });
     // From accept, never moved by what arrives: a trickle cannot extend it.
     c.deadline = loop_.at(now + limits_.request_time, [this, key] {

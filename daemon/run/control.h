@@ -40,8 +40,7 @@ class ControlServer {
   using Handler = std::function<ControlReply(const std::string& line)>;
   struct Limits {
     size_t max_clients = 16;
-    size_t max_per_peer = 12;                     // per uid: 4 slots stay for the other users
-    std::chrono::milliseconds evict_after{1000};  // daemon/sys/admission.h
+    size_t max_per_peer = 12;  // per uid: 4 slots stay for the other users
     size_t max_line = 1024;
     std::chrono::milliseconds request_time{3000};  // connect to newline
     std::chrono::milliseconds reply_time{5000};    // for the client to read it all

@@ -30,28 +30,27 @@ std::string Admission::peer_of(int fd) {
   return "?";
 }
 
-uint64_t Admission::evictable(const std::string* peer, Clock::time_point now) const {
+uint64_t Admission::oldest_incomplete(const std::string* peer) const {
   for (const auto& [key, e] : conns_)
-    if (e.incomplete && (!peer || e.peer == *peer))
-      return now - e.since >= limits_.evict_after ? key : 0;  // the oldest decides
+    if (e.incomplete && (!peer || e.peer == *peer)) return key;
   return 0;
 }
 
-Admission::Decision Admission::decide(const std::string& peer, Clock::time_point now) const {
+Admission::Decision Admission::decide(const std::string& peer) const {
   auto it = per_peer_.find(peer);
   if (it != per_peer_.end() && it->second >= limits_.max_per_peer) {
-    uint64_t victim = evictable(&peer, now);
+    uint64_t victim = oldest_incomplete(&peer);
     return {victim != 0, victim};
   }
   if (conns_.size() >= limits_.max_total) {
-    uint64_t victim = evictable(nullptr, now);
+    uint64_t victim = oldest_incomplete(nullptr);
     return {victim != 0, victim};
   }
   return {true, 0};
 }
 
-void Admission::add(uint64_t key, const std::string& peer, Clock::time_point now) {
-  conns_[key] = Entry{peer, now, true};
+void Admission::add(uint64_t key, const std::string& peer) {
+  conns_[key] = Entry{peer, true};
   ++per_peer_[peer];
 }
 

@@ -5,18 +5,17 @@
 //   - each peer (a TCP source address; a unix socket's uid, SO_PEERCRED) holds
 //     at most max_per_peer slots, the server at most max_total;
 //   - a newcomer that would pass either cap evicts the connection, of that
-//     peer or of any, that has waited longest for its request to end, once
-//     it has waited evict_after. A well-behaved client sends its request at
-//     once, so it is never that one; a trickler is, however it trickles.
-//     Refusing the newcomer instead would hand the slots to whoever took
-//     them first; evicting without evict_after would cut off a burst of
-//     honest clients that connected a moment before sending.
-//   - otherwise (every connection concerned has sent its request, or is
-//     younger than evict_after) the newcomer is refused.
+//     peer or of any, that has waited longest for its request to end. A
+//     well-behaved client sends its request at once, so it is never that
+//     one; a trickler is, however it trickles. Refusing the newcomer instead
+//     would hand the slots to whoever took them first; sparing the young
+//     ones for a while would open a window, each time tricklers reconnect
+//     together, in which every newcomer is refused.
+//   - only when every connection concerned has sent its request (it is being
+//     answered or read, each under its own deadline) is the newcomer refused.
 // Keys are the server's connection keys, given in accept order.
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -26,11 +25,9 @@ namespace stackmapd {
 
 class Admission {
  public:
-  using Clock = std::chrono::steady_clock;
   struct Limits {
     size_t max_total;
     size_t max_per_peer;
-    Clock::duration evict_after;
   };
   explicit Admission(Limits limits) : limits_(limits) {}
 
@@ -42,20 +39,18 @@ class Admission {
     bool admit = false;
     uint64_t evict = 0;  // when admitted: drop this connection first (0: none)
   };
-  Decision decide(const std::string& peer, Clock::time_point now) const;
+  Decision decide(const std::string& peer) const;
 
-  void add(uint64_t key, const std::string& peer, Clock::time_point now);  // request incomplete
-  void completed(uint64_t key);                                            // no longer evictable
+  void add(uint64_t key, const std::string& peer);  // its request is incomplete
+  void completed(uint64_t key);                     // no longer evictable
   void remove(uint64_t key);
 
  private:
   struct Entry {
     std::string peer;
-    Clock::time_point since;
     bool incomplete = true;
   };
-  // 0: none incomplete for evict_after.
-  uint64_t evictable(const std::string* peer, Clock::time_point now) const;
+  uint64_t oldest_incomplete(const std::string* peer) const;  // 0: none
 
   Limits limits_;
   std::map<uint64_t, Entry> conns_;  // by key: the first incomplete one is the oldest
