@@ -144,22 +144,50 @@ TEST_F(Control, BigReplyArrivesWhole) {
   EXPECT_EQ(r.size(), 3u + (8u << 20));
 }
 
-TEST_F(Control, RefusesBeyondMaxClientsWithOneLine) {
+TEST_F(Control, RefusesOnlyWhenEverySlotHoldsARequest) {
   ControlServer::Limits limits;
   limits.max_clients = 4;
+  limits.max_per_peer = 4;
   start(limits);
   std::vector<UniqueFd> held;
-  for (int i = 0; i < 4; ++i) held.push_back(connect_client());
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(connect_client());
+    say(held.back(), "big\n");  // answered, but never read: its slot stays until the deadline
+  }
   turn_for(30ms);
   EXPECT_EQ(server_->clients(), 4u);
   UniqueFd extra = connect_client();
-  EXPECT_EQ(reply(extra), "error\ntoo many control clients at once (4): try again in a moment\n");
+  EXPECT_EQ(reply(extra),
+            "error\ntoo many control clients at once (4, 4 per user): try again in a moment\n");
   held.clear();  // they hang up: their slots come back
   turn_for(30ms);
   EXPECT_EQ(server_->clients(), 0u);
   UniqueFd next = connect_client();
   say(next, "stat\n");
   EXPECT_EQ(reply(next), "ok\ngot stat\n");
+}
+
+// Slowloris: the per-uid cap is reached by clients that never end their line;
+// a newcomer of that uid evicts the one waiting longest and is answered.
+TEST_F(Control, NewcomerEvictsTheLongestIncomplete) {
+  ControlServer::Limits limits;
+  limits.max_clients = 8;
+  limits.max_per_peer = 4;
+  start(limits);
+  std::vector<UniqueFd> trickling;
+  for (int i = 0; i < 4; ++i) {
+    trickling.push_back(connect_client());
+    say(trickling.back(), "st");
+    turn_for(5ms);
+  }
+  EXPECT_EQ(server_->clients(), 4u);
+  UniqueFd quick = connect_client();
+  say(quick, "stat\n");
+  EXPECT_EQ(reply(quick), "ok\ngot stat\n");
+  EXPECT_EQ(reply(trickling[0], 200ms),
+            "error\nno request line yet: a newer client took this slot\n");
+  EXPECT_EQ(reply(trickling[1], 50ms), "<no end of file>") << "the others keep their slot";
+  EXPECT_EQ(server_->clients(), 3u);
 }
 
 TEST_F(Control, RefusesOverlongLine) {

@@ -141,10 +141,10 @@ wait_started "$tmp/many.out"
 sleep 1
 check "the daemon survived 40 clients at once" 'alive'
 sleep 4
-refused=$(grep -c "^too many control clients at once (16): try again in a moment$" "$tmp/many.out")
+evicted=$(grep -c "^no request line yet: a newer client took this slot$" "$tmp/many.out")
 timedout=$(grep -c "^no request line within 3 s" "$tmp/many.out")
-check "of 40 clients at once 16 are served (here: cut off at their deadline: $timedout), 24 refused with one line ($refused)" \
-  '[ "$refused" -eq 24 ] && [ "$timedout" -eq 16 ]'
+check "of 40 silent clients of one user the last 12 (its cap) keep their slot until their deadline ($timedout), the 28 older ones are evicted with one line ($evicted)" \
+  '[ "$evicted" -eq 28 ] && [ "$timedout" -eq 12 ]'
 ms=$(stat_seconds)
 check "once they time out, ctl stat answers again (${ms} ms)" \
   '[ "$ms" -lt 2500 ] && grep -q "^entries:" "$tmp/stat.out"'

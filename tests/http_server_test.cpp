@@ -11,7 +11,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <optional>
+#include <vector>
 
 #include "daemon/http/server.h"
 
@@ -32,6 +34,7 @@ class Http : public ::testing::Test {
             r.body = std::string(8 << 20, 'x');
           } else if (req.path == "/later") {
             later_ = respond;  // answered by the test
+            laters_.push_back(respond);
             return;
           } else {
             r.body = "path " + req.path + "\n";
@@ -89,6 +92,7 @@ class Http : public ::testing::Test {
   EventLoop loop_;
   std::optional<Server> server_;
   Server::Respond later_;
+  std::vector<Server::Respond> laters_;  // every /later, in order
 };
 
 TEST_F(Http, AnswersGetAndHead) {
@@ -161,22 +165,90 @@ TEST_F(Http, ClientThatNeverReadsIsDroppedAfterItsDeadline) {
   EXPECT_EQ(server_->connections(), 0u) << "dropped at its deadline";
 }
 
-TEST_F(Http, RefusesBeyondMaxConnectionsWith503) {
+TEST_F(Http, RefusesWith503OnlyWhenEverySlotHoldsARequest) {
   Server::Limits limits;
   limits.max_connections = 4;
   start(limits);
   std::vector<UniqueFd> held;
-  for (int i = 0; i < 4; ++i) held.push_back(connect_client());
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(connect_client());
+    say(held.back(), "GET /later HTTP/1.1\r\n\r\n");  // complete: waits for its answer
+  }
   turn_for(30ms);
   EXPECT_EQ(server_->connections(), 4u);
   UniqueFd extra = connect_client();
-  EXPECT_EQ(status_line(response(extra)), "HTTP/1.1 503 Service Unavailable");
-  held.clear();  // they hang up: their slots come back
-  turn_for(30ms);
+  std::string r = response(extra);
+  EXPECT_EQ(status_line(r), "HTTP/1.1 503 Service Unavailable");
+  EXPECT_NE(r.find("\r\nRetry-After: 1\r\n"), std::string::npos) << r;
+  Response late;
+  late.body = "late\n";
+  for (auto& respond : laters_) respond(late);  // answered: their slots come back
+  for (auto& c : held) EXPECT_EQ(body(response(c)), "late\n");
   EXPECT_EQ(server_->connections(), 0u);
   UniqueFd next = connect_client();
   say(next, "GET /q HTTP/1.1\r\n\r\n");
   EXPECT_EQ(body(response(next)), "path /q\n");
+}
+
+// Slowloris: clients that never end their head hold every slot; each
+// newcomer evicts the one incomplete the longest, so a quick client is served.
+TEST_F(Http, NewcomerEvictsTheLongestIncompleteWhenFull) {
+  Server::Limits limits;
+  limits.max_connections = 4;
+  start(limits);
+  std::vector<UniqueFd> trickling;
+  for (int i = 0; i < 4; ++i) {
+    trickling.push_back(connect_client());
+    say(trickling.back(), "GET /metr");
+    turn_for(5ms);
+  }
+  EXPECT_EQ(server_->connections(), 4u);
+  UniqueFd quick = connect_client();
+  say(quick, "GET /q HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(body(response(quick)), "path /q\n");
+  EXPECT_EQ(status_line(response(trickling[0], 200ms)), "HTTP/1.1 408 Request Timeout")
+      << "the oldest incomplete one made room";
+  EXPECT_EQ(response(trickling[1], 50ms), "<no end of file>") << "the others keep their slot";
+  EXPECT_EQ(server_->connections(), 3u);
+}
+
+// One peer (here every client: 127.0.0.1) holds at most max_per_peer slots.
+TEST_F(Http, OnePeerHoldsAtMostItsCap) {
+  Server::Limits limits;
+  limits.max_connections = 8;
+  limits.max_per_peer = 2;
+  start(limits);
+  std::vector<UniqueFd> trickling;
+  for (int i = 0; i < 5; ++i) {
+    trickling.push_back(connect_client());
+    say(trickling.back(), "GET /metr");
+    turn_for(5ms);
+  }
+  EXPECT_EQ(server_->connections(), 2u);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(status_line(response(trickling[i], 200ms)), "HTTP/1.1 408 Request Timeout") << i;
+}
+
+// A shared body goes whole to each client, from the one buffer.
+TEST_F(Http, SharedBodyArrivesWholeAtEachClient) {
+  auto shared = std::make_shared<const std::string>(std::string(4 << 20, 'y'));
+  server_.emplace(
+      loop_, ListenAddress::parse("127.0.0.1:0"), static_cast<gid_t>(-1),
+      [shared](const Request&, Server::Respond respond) {
+        Response r;
+        r.shared_body = shared;
+        respond(r);
+      },
+      Server::Limits{});
+  UniqueFd a = connect_client(), b = connect_client(), h = connect_client();
+  say(a, "GET / HTTP/1.1\r\n\r\n");
+  say(b, "GET / HTTP/1.1\r\n\r\n");
+  say(h, "HEAD / HTTP/1.1\r\n\r\n");
+  std::string ra = response(a, 5000ms), rb = response(b, 5000ms), rh = response(h);
+  EXPECT_EQ(body(ra), *shared);
+  EXPECT_EQ(body(rb), *shared);
+  EXPECT_NE(rh.find("\r\nContent-Length: 4194304\r\n"), std::string::npos) << rh;
+  EXPECT_EQ(body(rh), "");
 }
 
 TEST_F(Http, LateResponseAndOneAfterTheServerWentAway) {

@@ -54,6 +54,14 @@ json stack_json(const StackRecord& s, const Kallsyms* ksyms) {
               {"symbols", syms}};
 }
 
+// JsonOptions::addresses false: the frames' "ips" go, and an unresolved
+// frame (its symbol is its address) becomes "[unknown]".
+void without_addresses(json& stack) {
+  stack.erase("ips");
+  for (auto& sym : stack["symbols"])
+    if (sym.get_ref<const std::string&>().starts_with("0x")) sym = "[unknown]";
+}
+
 const char* counter_name(int c) {
   switch (c) {
     case SMC_HITS: return "hits";
@@ -109,7 +117,7 @@ std::vector<std::pair<const char*, uint64_t>> user_stats(const TableStats& st) {
 
 // --user-stacks: every user stack the breakdown names, each frame with what
 // symbolizes it anywhere (build id + file offset), and the binaries.
-json user_stacks_json(const UserStackSet& set) {
+json user_stacks_json(const UserStackSet& set, bool addresses) {
   json binaries = json::array();
   for (const UserBinary& b : set.binaries)
     binaries.push_back({{"path", b.path}, {"build_id", b.build_id}});
@@ -117,7 +125,8 @@ json user_stacks_json(const UserStackSet& set) {
   for (const auto& [id, s] : set.stacks) {
     json frames = json::array();
     for (const UserFrame& f : s.frames) {
-      json fr{{"address", hex(f.addr)}, {"symbols", f.symbols}};
+      json fr{{"symbols", f.symbols}};
+      if (addresses) fr["address"] = hex(f.addr);
       if (f.binary >= 0) {
         fr["binary"] = f.binary;
         fr["path"] = set.binaries[f.binary].path;
@@ -215,7 +224,7 @@ std::string format_stacks_json(const std::vector<StackRecord>& stacks, const Kal
   return dump_json(arr);
 }
 
-std::string format_json(const Snapshot& snap, const Kallsyms* ksyms) {
+std::string format_json(const Snapshot& snap, const Kallsyms* ksyms, JsonOptions opt) {
   const TableStats& st = snap.stats;
   // Rates are null without events (the stat file then has no line): present, so a reader
   // can tell "no events yet" from a writer that lacks the field.
@@ -235,6 +244,7 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms) {
   json stacks = json::array();
   for (const auto& s : snap.stacks) {
     stacks.push_back(stack_json(s, ksyms));
+    if (!opt.addresses) without_addresses(stacks.back());
     add_breakdown(snap, s, stacks.back());
   }
   json doc{{"bits", snap.bits},
@@ -249,11 +259,11 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms) {
     doc["keys"] = std::move(keys);
   }
   if (!snap.weight_unit.empty()) doc["weight"] = snap.weight_unit;
-  if (snap.user.enabled) doc["user_stacks"] = user_stacks_json(snap.user);
-  if (!snap.kernel.release.empty())
-    doc["kernel"] = {{"release", snap.kernel.release},
-                     {"build_id", snap.kernel.build_id},
-                     {"text", hex(snap.kernel.text_address)}};
+  if (snap.user.enabled) doc["user_stacks"] = user_stacks_json(snap.user, opt.addresses);
+  if (!snap.kernel.release.empty()) {
+    doc["kernel"] = {{"release", snap.kernel.release}, {"build_id", snap.kernel.build_id}};
+    if (opt.addresses) doc["kernel"]["text"] = hex(snap.kernel.text_address);
+  }
   return dump_json(doc);
 }
 

@@ -29,7 +29,14 @@ struct SymbolizedStack;  // flamegraph.h
 std::string symbolize(uint64_t ip, const Kallsyms* ksyms);
 std::string format_stack_map(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms);
 std::string format_stat(const TableStats& stats);
-std::string format_json(const Snapshot& snap, const Kallsyms* ksyms);
+struct JsonOptions {
+  // false: no raw address at all (kernel or user), for readers that may not
+  // learn the layout (HTTP over TCP): no "ips", no kernel "text", no user
+  // frame "address"; an unresolved kernel frame is "[unknown]". User frames
+  // keep build id + file offset and their symbols, which reveal no layout.
+  bool addresses = true;
+};
+std::string format_json(const Snapshot& snap, const Kallsyms* ksyms, JsonOptions opt = {});
 // Stacks as JSON objects {stack_id, ref_count, depth, ips, symbols}.
 std::string format_stacks_json(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms);
 

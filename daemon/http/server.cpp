@@ -112,23 +112,29 @@ Response error_response(int status, const std::string& reason) {
   r.status = status;
   r.body = reason + "\n";
   if (status == 405) r.headers.emplace_back("Allow", "GET, HEAD");
+  if (status == 503) r.headers.emplace_back("Retry-After", "1");
   return r;
 }
 
 std::string serialize(const Response& r, bool head) {
   std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + status_text(r.status) + "\r\n";
   out += "Content-Type: " + r.content_type + "\r\n";
-  out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
+  const size_t length = r.shared_body ? r.shared_body->size() : r.body.size();
+  out += "Content-Length: " + std::to_string(length) + "\r\n";
   out += "Connection: close\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n";
   for (const auto& [name, value] : r.headers) out += name + ": " + value + "\r\n";
   out += "\r\n";
-  if (!head) out += r.body;
+  if (!head && !r.shared_body) out += r.body;
   return out;
 }
 
 Server::Server(EventLoop& loop, const ListenAddress& address, gid_t group, Handler handler,
                Limits limits)
-    : loop_(loop), address_(address), handler_(std::move(handler)), limits_(limits) {
+    : loop_(loop),
+      address_(address),
+      handler_(std::move(handler)),
+      limits_(limits),
+      admission_({limits.max_connections, limits.max_per_peer}) {
   fd_ = listen_on(address_, group);
   if (!address_.is_unix()) address_.port = bound_port(fd_.get());
   watch_ = loop_.watch(fd_.get(), POLLIN, [this](short) { on_accept(); });
@@ -145,25 +151,39 @@ void Server::on_accept() {
   for (;;) {
     UniqueFd fd(accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd) return;  // EAGAIN: all taken; anything else is the client's loss
-    if (conns_.size() >= limits_.max_connections) {
-      // One try, never waiting: a refused client gets its 503 or nothing.
-      std::string msg = serialize(error_response(503, "too many HTTP connections at once (" +
-                                                          std::to_string(limits_.max_connections) +
-                                                          "): try again in a moment"),
-                                  false);
-      send(fd.get(), msg.data(), msg.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-      discard_input(fd.get());
+    const std::string peer = Admission::peer_of(fd.get());
+    const auto now = EventLoop::Clock::now();
+    Admission::Decision d = admission_.decide(peer);
+    if (!d.admit) {
+      refuse(std::move(fd), error_response(503, "too many HTTP connections at once (" +
+                                                    std::to_string(limits_.max_connections) + ", " +
+                                                    std::to_string(limits_.max_per_peer) +
+                                                    " per address): try again in a moment"));
       continue;
+    }
+    if (d.evict) {
+      refuse(std::move(conns_.at(d.evict).fd),
+             error_response(408, "request head not complete: a newer client took its slot"));
+      drop(d.evict);
     }
     uint64_t key = next_key_++;
     Conn& c = conns_[key];
     c.fd = std::move(fd);
+    admission_.add(key, peer);
     c.watch = loop_.watch(c.fd.get(), POLLIN, [this, key](short) { on_readable(key); });
-    c.deadline = loop_.at(EventLoop::Clock::now() + limits_.request_time, [this, key] {
+    // From accept, never moved by what arrives: a trickle cannot extend it.
+    c.deadline = loop_.at(now + limits_.request_time, [this, key] {
       conns_.at(key).deadline = 0;
       respond(key, error_response(408, "request head not complete in time"), false);
     });
   }
+}
+
+// One try, never waiting: a refused or evicted client gets its status or nothing.
+void Server::refuse(UniqueFd fd, const Response& r) {
+  std::string msg = serialize(r, false);
+  send(fd.get(), msg.data(), msg.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  discard_input(fd.get());
 }
 
 void Server::on_readable(uint64_t key) {
@@ -180,6 +200,7 @@ void Server::on_readable(uint64_t key) {
     if (p.state == ParseResult::State::error)
       return respond(key, error_response(p.status, p.reason), false);
     c.in.clear();
+    admission_.completed(key);
     loop_.unwatch(c.watch);  // nothing more is read until the response is out
     c.watch = 0;
     if (c.deadline) loop_.cancel(c.deadline);
@@ -197,7 +218,10 @@ void Server::respond(uint64_t key, const Response& r, bool head) {
   auto it = conns_.find(key);
   if (it == conns_.end() || !it->second.out.empty()) return;
   Conn& c = it->second;
+  admission_.completed(key);
   c.out = serialize(r, head);
+  if (!head) c.body = r.shared_body;
+  c.lease = r.lease;
   c.sent = 0;
   if (c.deadline) loop_.cancel(c.deadline);
   c.deadline = loop_.at(EventLoop::Clock::now() + limits_.response_time, [this, key] {
@@ -211,9 +235,12 @@ void Server::respond(uint64_t key, const Response& r, bool head) {
 
 void Server::on_writable(uint64_t key) {
   Conn& c = conns_.at(key);
-  while (c.sent < c.out.size()) {
-    ssize_t n =
-        send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+  const size_t total = c.out.size() + (c.body ? c.body->size() : 0);
+  while (c.sent < total) {
+    const bool in_out = c.sent < c.out.size();
+    const char* from = in_out ? c.out.data() + c.sent : c.body->data() + (c.sent - c.out.size());
+    const size_t len = in_out ? c.out.size() - c.sent : total - c.sent;
+    ssize_t n = send(c.fd.get(), from, len, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // POLLOUT later
     if (n <= 0) break;  // the client went away: nothing to tell it
@@ -229,6 +256,7 @@ void Server::drop(uint64_t key) {
   if (it == conns_.end()) return;
   if (it->second.watch) loop_.unwatch(it->second.watch);
   if (it->second.deadline) loop_.cancel(it->second.deadline);
+  admission_.remove(key);
   conns_.erase(it);  // closes the connection
 }
 

@@ -10,8 +10,10 @@
 // non-blocking on the daemon's one event loop with a bounded buffer and two
 // deadlines: one for its request head, one for reading its response. A client
 // that never ends its head, never reads, or sends too much costs the loop
-// nothing but its slot; past max_connections a newcomer gets one 503 and is
-// closed. A handler may answer later (a delta profile): the connection then
+// nothing but its slot. Slots are shared out by daemon/sys/admission.h: a
+// newcomer past a cap evicts the connection whose head has been incomplete
+// longest, and gets one 503 only when every slot concerned holds a complete
+// request. A handler may answer later (a delta profile): the connection then
 // waits in its slot until respond() is called.
 #pragma once
 
@@ -28,6 +30,7 @@
 #include "daemon/http/listen_address.h"
 #include "daemon/http/request.h"
 #include "daemon/run/event_loop.h"
+#include "daemon/sys/admission.h"
 #include "daemon/sys/unique_fd.h"
 
 namespace stackmapd::http {
@@ -36,12 +39,19 @@ struct Response {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  // A large body shared by many responses (one export for every client):
+  // sent from this buffer, never copied per connection; `body` is then unused.
+  std::shared_ptr<const std::string> shared_body;
+  // Held until the response is sent or dropped: lets an endpoint count its
+  // responses in flight (waiting to be built, or being read).
+  std::shared_ptr<const void> lease;
   std::vector<std::pair<std::string, std::string>> headers;  // beyond the usual ones
 };
 
 // A plain-text response carrying `reason`, for the errors.
 Response error_response(int status, const std::string& reason);
-// The bytes on the wire: status line, headers, and the body unless `head`.
+// The bytes on the wire: status line, headers, and `body` unless `head` or
+// the body is shared (then it follows these bytes on the wire).
 std::string serialize(const Response& r, bool head);
 
 class Server {
@@ -51,7 +61,8 @@ class Server {
   // Called in the loop for each complete request; calls respond() now or later.
   using Handler = std::function<void(const Request&, Respond respond)>;
   struct Limits {
-    size_t max_connections = 32;
+    size_t max_connections = 64;
+    size_t max_per_peer = 48;  // per source address: 16 slots stay for the others
     size_t max_head = 8192;
     std::chrono::milliseconds request_time{5000};    // connect to the end of the head
     std::chrono::milliseconds response_time{10000};  // for the client to read it all
@@ -73,8 +84,10 @@ class Server {
   struct Conn {
     UniqueFd fd;
     std::string in;
-    std::string out;
-    size_t sent = 0;
+    std::string out;                          // status line, headers, small body
+    std::shared_ptr<const std::string> body;  // a shared body, sent after `out`
+    std::shared_ptr<const void> lease;        // Response::lease
+    size_t sent = 0;                          // of `out`, then of `body`
     EventLoop::Id watch = 0;
     EventLoop::Id deadline = 0;
   };
@@ -84,6 +97,7 @@ class Server {
   void on_writable(uint64_t key);
   void respond(uint64_t key, const Response& r, bool head);
   void drop(uint64_t key);
+  void refuse(UniqueFd fd, const Response& r);
 
   EventLoop& loop_;
   ListenAddress address_;
@@ -93,6 +107,7 @@ class Server {
   EventLoop::Id watch_ = 0;
   uint64_t next_key_ = 1;
   std::map<uint64_t, Conn> conns_;
+  Admission admission_;
   // Held by every Respond: a late one finds the server gone.
   std::shared_ptr<Server*> self_ = std::make_shared<Server*>(this);
 };

@@ -60,7 +60,11 @@ ControlServer::ControlServer(EventLoop& loop, const std::string& path, gid_t gro
 
 ControlServer::ControlServer(EventLoop& loop, const std::string& path, gid_t group, Handler handler,
                              Limits limits)
-    : loop_(loop), path_(path), handler_(std::move(handler)), limits_(limits) {
+    : loop_(loop),
+      path_(path),
+      handler_(std::move(handler)),
+      limits_(limits),
+      admission_({limits.max_clients, limits.max_per_peer}) {
   sockaddr_un addr = address(path);
   fd_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd_) throw Error(std::string("cannot create the control socket: ") + strerror(errno));
@@ -85,25 +89,40 @@ void ControlServer::on_accept() {
   for (;;) {
     UniqueFd fd(accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd) return;  // EAGAIN: all taken; anything else is the client's loss
-    if (clients_.size() >= limits_.max_clients) {
-      // One try, never waiting: a refused client gets one line or nothing.
-      std::string msg = "error\ntoo many control clients at once (" +
-                        std::to_string(limits_.max_clients) + "): try again in a moment\n";
-      send(fd.get(), msg.data(), msg.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-      discard_input(fd.get());
+    const std::string peer = Admission::peer_of(fd.get());
+    const auto now = EventLoop::Clock::now();
+    Admission::Decision d = admission_.decide(peer);
+    if (!d.admit) {
+      refuse(std::move(fd),
+             "too many control clients at once (" + std::to_string(limits_.max_clients) + ", " +
+                 std::to_string(limits_.max_per_peer) + " per user): try again in a moment\n");
       continue;
+    }
+    if (d.evict) {
+      refuse(std::move(clients_.at(d.evict).fd),
+             "no request line yet: a newer client took this slot\n");
+      drop(d.evict);
     }
     uint64_t key = next_key_++;
     Client& c = clients_[key];
     c.fd = std::move(fd);
+    admission_.add(key, peer);
     c.watch = loop_.watch(c.fd.get(), POLLIN, [this, key](short) { on_readable(key); });
-    c.deadline = loop_.at(EventLoop::Clock::now() + limits_.request_time, [this, key] {
+    // From accept, never moved by what arrives: a trickle cannot extend it.
+    c.deadline = loop_.at(now + limits_.request_time, [this, key] {
       clients_.at(key).deadline = 0;
       answer(key, false,
              "no request line within " + seconds(limits_.request_time) +
                  ": send one line, such as 'stat'\n");
     });
   }
+}
+
+// One try, never waiting: a refused or evicted client gets one line or nothing.
+void ControlServer::refuse(UniqueFd fd, const std::string& why) {
+  std::string msg = "error\n" + why;
+  send(fd.get(), msg.data(), msg.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  discard_input(fd.get());
 }
 
 void ControlServer::on_readable(uint64_t key) {
@@ -143,6 +162,7 @@ void ControlServer::answer(uint64_t key, bool ok, std::string text) {
   auto it = clients_.find(key);
   if (it == clients_.end()) return;
   Client& c = it->second;
+  admission_.completed(key);
   c.out = (ok ? "ok\n" : "error\n") + std::move(text);
   c.sent = 0;
   if (c.deadline) loop_.cancel(c.deadline);
@@ -174,6 +194,7 @@ void ControlServer::drop(uint64_t key) {
   if (it == clients_.end()) return;
   loop_.unwatch(it->second.watch);
   if (it->second.deadline) loop_.cancel(it->second.deadline);
+  admission_.remove(key);
   clients_.erase(it);  // closes the connection
 }
 

@@ -7,8 +7,11 @@
 // Every client is non-blocking on the daemon's event loop (daemon/run/event_loop.h)
 // with its own small buffer and a deadline for its request line and one for
 // reading its reply; a client that is slow, silent or never reads costs the
-// loop nothing but its slot, and beyond max_clients a newcomer is refused
-// with one line. Requests are answered in the loop, one at a time.
+// loop nothing but its slot. Slots are shared out by daemon/sys/admission.h
+// (per uid, SO_PEERCRED): a newcomer past a cap evicts the client that has
+// waited longest without a whole line, and is refused with one line only when
+// every slot concerned holds a request. Requests are answered in the loop,
+// one at a time.
 #pragma once
 
 #include <sys/types.h>
@@ -20,6 +23,7 @@
 #include <string>
 
 #include "daemon/run/event_loop.h"
+#include "daemon/sys/admission.h"
 #include "daemon/sys/unique_fd.h"
 
 namespace stackmapd {
@@ -36,6 +40,7 @@ class ControlServer {
   using Handler = std::function<ControlReply(const std::string& line)>;
   struct Limits {
     size_t max_clients = 16;
+    size_t max_per_peer = 12;  // per uid: 4 slots stay for the other users
     size_t max_line = 1024;
     std::chrono::milliseconds request_time{3000};  // connect to newline
     std::chrono::milliseconds reply_time{5000};    // for the client to read it all
@@ -66,6 +71,7 @@ class ControlServer {
   void on_writable(uint64_t key);
   void answer(uint64_t key, bool ok, std::string text);
   void drop(uint64_t key);
+  void refuse(UniqueFd fd, const std::string& why);
 
   EventLoop& loop_;
   std::string path_;
@@ -75,6 +81,7 @@ class ControlServer {
   EventLoop::Id watch_ = 0;
   uint64_t next_key_ = 1;
   std::map<uint64_t, Client> clients_;
+  Admission admission_;
 };
 
 // Sends `request` to the daemon at `socket_path`. nullopt when no daemon

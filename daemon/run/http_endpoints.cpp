@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "daemon/bpf/bpf_session.h"
 #include "daemon/export/exports.h"
@@ -23,19 +22,6 @@ std::string host_name() {
   char buf[256] = {};
   gethostname(buf, sizeof(buf) - 1);
   return buf;
-}
-
-// The export without its raw addresses: the frames' "ips", the kernel's text
-// address, and unresolved frames (printed as addresses) become "[unknown]".
-std::string without_addresses(const std::string& json_text) {
-  nlohmann::json doc = nlohmann::json::parse(json_text);
-  for (auto& s : doc["stacks"]) {
-    s.erase("ips");
-    for (auto& sym : s["symbols"])
-      if (sym.get<std::string>().rfind("0x", 0) == 0) sym = "[unknown]";
-  }
-  if (doc.contains("kernel")) doc["kernel"].erase("text");
-  return doc.dump(2) + "\n";
 }
 
 http::Response ok(std::string content_type, std::string body) {
@@ -70,7 +56,20 @@ HttpEndpoints::HttpEndpoints(EventLoop& loop, const http::ListenAddress& address
       server_(
           loop, address, group,
           [this](const http::Request& req, http::Server::Respond respond) { handle(req, respond); },
-          limits) {}
+          limits),
+      worker_(loop),
+      json_(
+          worker_,
+          [this] {
+            // The copy stays on the loop (it is the table at this moment);
+            // the formatting, many times its cost, goes to the worker.
+            auto snap = std::make_shared<const Snapshot>(source_.snapshot());
+            std::shared_ptr<const Kallsyms> symbols = source_.symbols();
+            JsonOptions opt;
+            opt.addresses = addresses_;
+            return [snap, symbols, opt] { return format_json(*snap, symbols.get(), opt); };
+          },
+          std::chrono::seconds(1)) {}
 
 HttpEndpoints::~HttpEndpoints() {
   for (const auto& [key, timer] : profiles_) loop_.cancel(timer);
@@ -83,10 +82,7 @@ void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond
       return respond(
           ok("text/plain; version=0.0.4; charset=utf-8", http::format_metrics(source_.metrics())));
     }
-    if (req.path == "/stack_map.json") {
-      std::string json = format_json(source_.snapshot(), source_.symbols());
-      return respond(ok("application/json", addresses_ ? json : without_addresses(json)));
-    }
+    if (req.path == "/stack_map.json") return stack_map_json(respond);
     if (req.path == "/debug/pprof/stackmapd") return profile(req, respond);
     if (req.path == "/") {
       http::PageOptions opt;
@@ -96,7 +92,7 @@ void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond
         opt.refresh_seconds = std::atoi(r->c_str());
       opt.addresses = addresses_;
       return respond(ok("text/html; charset=utf-8",
-                        http::render_page(source_.snapshot(), source_.symbols(), opt)));
+                        http::render_page(source_.snapshot(), source_.symbols().get(), opt)));
     }
     respond(http::error_response(
         404, "no such endpoint " + req.path +
@@ -104,6 +100,25 @@ void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond
   } catch (const std::exception& e) {
     respond(http::error_response(500, e.what()));
   }
+}
+
+void HttpEndpoints::stack_map_json(const http::Server::Respond& respond) {
+  if (json_in_flight_ >= kMaxJsonInFlight)
+    return respond(http::error_response(
+        503,
+        std::to_string(kMaxJsonInFlight) +
+            " requests for /stack_map.json are being answered already: try again in a moment"));
+  ++json_in_flight_;
+  std::shared_ptr<const void> lease(nullptr, [this](const void*) { --json_in_flight_; });
+  json_.get([respond, lease](SharedExport::Body body, const std::string& error) {
+    http::Response r = body ? http::Response{} : http::error_response(500, error);
+    if (body) {
+      r.content_type = "application/json";
+      r.shared_body = std::move(body);
+    }
+    r.lease = lease;
+    respond(r);
+  });
 }
 
 // One timer per request on the loop, at most kMaxProfiles at once.
@@ -140,7 +155,7 @@ void HttpEndpoints::profile(const http::Request& req, const http::Server::Respon
                                 r.headers.emplace_back("Content-Disposition",
                                                        "attachment; filename=\"profile.pb.gz\"");
                                 r.body = encode_pprof(delta_snapshot(*before, source_.snapshot()),
-                                                      kallsyms_namer(source_.symbols()), opt);
+                                                      kallsyms_namer(source_.symbols().get()), opt);
                                 respond(r);
                               } catch (const std::exception& e) {
                                 respond(http::error_response(500, e.what()));

@@ -9,8 +9,11 @@
 //                        then the delta; labels without pid and tid, so that a
 //                        fleet store's series stay few
 // Each request reads the service's current session through Source, in the
-// loop, at the moment it is answered. A TCP listener can be reached by any
-// local user, so what it serves holds no raw kernel address (KASLR): frames
+// loop, at the moment it is answered. The JSON export is the exception to
+// "answered in the loop": it is built once for a burst of requests, off the
+// loop, and shared (daemon/run/shared_export.h); the loop only copies the
+// snapshot. A TCP listener can be reached by any local user, so what it
+// serves holds no raw address, kernel (KASLR) or user (JsonOptions): frames
 // that do not resolve show as "[unknown]"; a unix socket (0660, root and the
 // export group, like the exports) serves the export as it is. The profile is
 // the exception: pprof locations carry their addresses (README says so).
@@ -20,12 +23,15 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 
 #include "daemon/http/listen_address.h"
 #include "daemon/http/metrics.h"
 #include "daemon/http/server.h"
 #include "daemon/model/snapshot.h"
+#include "daemon/run/background.h"
 #include "daemon/run/event_loop.h"
+#include "daemon/run/shared_export.h"
 
 namespace stackmapd {
 
@@ -37,7 +43,8 @@ class HttpEndpoints {
   struct Source {
     std::function<Snapshot()> snapshot;  // the table now, drained, with kernel info
     std::function<http::MetricsInput()> metrics;
-    std::function<const Kallsyms*()> symbols;
+    // Shared: a build on the worker keeps them while a reload replaces them.
+    std::function<std::shared_ptr<const Kallsyms>()> symbols;
     std::function<int()> refresh_seconds;  // of the live page
   };
 
@@ -51,19 +58,27 @@ class HttpEndpoints {
   static constexpr long kDefaultProfileSeconds = 10;
   static constexpr long kMaxProfileSeconds = 300;
   static constexpr size_t kMaxProfiles = 4;  // recording at once; more get 429
+  // /stack_map.json requests waiting or being read at once; more get 503 with
+  // Retry-After. Well below a peer's slots (http::Server::Limits): the rest
+  // stay for /metrics and the page.
+  static constexpr size_t kMaxJsonInFlight = 8;
 
   const http::ListenAddress& address() const { return server_.address(); }
 
  private:
   void handle(const http::Request& req, const http::Server::Respond& respond);
   void profile(const http::Request& req, const http::Server::Respond& respond);
+  void stack_map_json(const http::Server::Respond& respond);
 
   EventLoop& loop_;
   Source source_;
   std::map<uint64_t, EventLoop::Id> profiles_;  // recording: their timers
   uint64_t next_profile_ = 1;
-  bool addresses_;  // raw addresses may be served: a unix socket
+  bool addresses_;             // raw addresses may be served: a unix socket
+  size_t json_in_flight_ = 0;  // their leases (http::Response::lease) count it; before server_
   http::Server server_;
+  Background worker_;  // formats the JSON; joined last (its done()s run only in a turn)
+  SharedExport json_;
 };
 
 // The metrics of `session` now (drain it first), with this process' own.

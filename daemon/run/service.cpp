@@ -112,7 +112,7 @@ class Service {
   std::vector<std::string> args_;
   DaemonConfig config_;
   std::unique_ptr<BpfSession> session_;
-  // Shared with the export being written: a reload replaces it meanwhile.
+  // Shared with the exports and HTTP builds off the loop: a reload replaces it meanwhile.
   std::shared_ptr<const Kallsyms> ksyms_;
   std::string modules_;  // module_list() when ksyms_ was read
   KernelInfo kernel_;
@@ -210,7 +210,7 @@ std::unique_ptr<HttpEndpoints> Service::open_http(const DaemonConfig& c) {
     session_->drain(0);
     return collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
   };
-  source.symbols = [this] { return symbols(); };
+  source.symbols = [this] { return ksyms_; };
   // Read at each request: a reload may change the interval and keep the listener.
   source.refresh_seconds = [this] {
     return std::max(2, static_cast<int>(config_.snapshot_interval));
