@@ -37,9 +37,10 @@ void warn_over_cap(const UserBinary& b, uint64_t max_bytes) {
   static std::set<std::string> told;
   std::lock_guard lock(mu);
   if (!told.insert(b.build_id).second) return;
-  spdlog::warn("{} not copied to binaries/: it would take the directory past its {} MiB cap; "
-               "its frames keep the symbols found live (move older export dirs away to make room)",
-               utf8_text(b.path), max_bytes >> 20);
+  spdlog::warn(
+      "{} not copied to binaries/: it would take the directory past its {} MiB cap; "
+      "its frames keep the symbols found live (move older export dirs away to make room)",
+      utf8_text(b.path), max_bytes >> 20);
 }
 
 }  // namespace

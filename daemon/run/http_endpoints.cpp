@@ -61,13 +61,16 @@ HttpEndpoints::HttpEndpoints(EventLoop& loop, const http::ListenAddress& address
       json_(
           worker_,
           [this] {
-            // The copy stays on the loop (it is the table at this moment);
-            // the formatting, many times its cost, goes to the worker.
-            auto snap = std::make_shared<const Snapshot>(source_.snapshot());
+            // The cut stays on the loop (it is the table at this moment);
+            // sorting it into stacks and formatting, many times its cost, go
+            // to the worker.
+            auto cut = std::make_shared<SnapshotCut>(source_.cut());
             std::shared_ptr<const Kallsyms> symbols = source_.symbols();
             JsonOptions opt;
             opt.addresses = addresses_;
-            return [snap, symbols, opt] { return format_json(*snap, symbols.get(), opt); };
+            return [cut, symbols, opt] {
+              return format_json(std::move(*cut).finish(), symbols.get(), opt);
+            };
           },
           std::chrono::seconds(1)) {}
 
@@ -92,7 +95,7 @@ void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond
         opt.refresh_seconds = std::atoi(r->c_str());
       opt.addresses = addresses_;
       return respond(ok("text/html; charset=utf-8",
-                        http::render_page(source_.snapshot(), source_.symbols().get(), opt)));
+                        http::render_page(source_.cut().finish(), source_.symbols().get(), opt)));
     }
     respond(http::error_response(
         404, "no such endpoint " + req.path +
@@ -136,31 +139,31 @@ void HttpEndpoints::profile(const http::Request& req, const http::Server::Respon
     return respond(http::error_response(
         429, std::to_string(kMaxProfiles) +
                  " profiles are being recorded already: try again when one is done"));
-  auto before = std::make_shared<Snapshot>(source_.snapshot());
+  auto before = std::make_shared<Snapshot>(source_.cut().finish());
   const int64_t start = realtime_nanos();
   const uint64_t key = next_profile_++;
-  profiles_[key] = loop_.at(EventLoop::Clock::now() + std::chrono::seconds(seconds),
-                            [this, key, before, start, seconds, respond] {
-                              profiles_.erase(key);
-                              try {
-                                PprofOptions opt;
-                                opt.time_nanos = start;
-                                opt.duration_nanos = seconds * 1000000000LL;
-                                opt.label_keys = fleet_keys(before->keys);
-                                // Over TCP any local user may ask: offsets from _text.
-                                if (!addresses_ && source_.symbols())
-                                  opt.address_base = source_.symbols()->text_address();
-                                http::Response r;
-                                r.content_type = "application/octet-stream";
-                                r.headers.emplace_back("Content-Disposition",
-                                                       "attachment; filename=\"profile.pb.gz\"");
-                                r.body = encode_pprof(delta_snapshot(*before, source_.snapshot()),
-                                                      kallsyms_namer(source_.symbols().get()), opt);
-                                respond(r);
-                              } catch (const std::exception& e) {
-                                respond(http::error_response(500, e.what()));
-                              }
-                            });
+  profiles_[key] = loop_.at(
+      EventLoop::Clock::now() + std::chrono::seconds(seconds),
+      [this, key, before, start, seconds, respond] {
+        profiles_.erase(key);
+        try {
+          PprofOptions opt;
+          opt.time_nanos = start;
+          opt.duration_nanos = seconds * 1000000000LL;
+          opt.label_keys = fleet_keys(before->keys);
+          // Over TCP any local user may ask: offsets from _text.
+          if (!addresses_ && source_.symbols())
+            opt.address_base = source_.symbols()->text_address();
+          http::Response r;
+          r.content_type = "application/octet-stream";
+          r.headers.emplace_back("Content-Disposition", "attachment; filename=\"profile.pb.gz\"");
+          r.body = encode_pprof(delta_snapshot(*before, source_.cut().finish()),
+                                kallsyms_namer(source_.symbols().get()), opt);
+          respond(r);
+        } catch (const std::exception& e) {
+          respond(http::error_response(500, e.what()));
+        }
+      });
 }
 
 http::MetricsInput collect_metrics(const BpfSession& session, uint64_t ring_size_bytes) {

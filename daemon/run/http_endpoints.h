@@ -28,7 +28,7 @@
 #include "daemon/http/listen_address.h"
 #include "daemon/http/metrics.h"
 #include "daemon/http/server.h"
-#include "daemon/model/snapshot.h"
+#include "daemon/model/snapshot_cut.h"
 #include "daemon/run/background.h"
 #include "daemon/run/event_loop.h"
 #include "daemon/run/shared_export.h"
@@ -41,7 +41,9 @@ class Kallsyms;
 class HttpEndpoints {
  public:
   struct Source {
-    std::function<Snapshot()> snapshot;  // the table now, drained, with kernel info
+    // The table now, drained, with kernel info: its cut on the loop, which
+    // finish() turns into the snapshot anywhere (daemon/model/snapshot_cut.h).
+    std::function<SnapshotCut()> cut;
     std::function<http::MetricsInput()> metrics;
     // Shared: a build on the worker keeps them while a reload replaces them.
     std::function<std::shared_ptr<const Kallsyms>()> symbols;

@@ -205,7 +205,7 @@ std::unique_ptr<HttpEndpoints> Service::open_http(const DaemonConfig& c) {
   if (c.listen.empty()) return nullptr;
   const http::ListenAddress address = http::ListenAddress::parse(c.listen);
   HttpEndpoints::Source source;
-  source.snapshot = [this] { return current(); };
+  source.cut = [this] { return cut(); };
   source.metrics = [this] {
     session_->drain(0);
     return collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
