@@ -210,9 +210,6 @@ TEST_F(ExportFiles, UnwritableDirectoryIsRefusedUpFront) {
   }
 }
 
-}  // namespace
-}  // namespace stackmapd
-
 // This test binary, first under a cap one byte too small, then under one it
 // fits.
 TEST_F(ExportFiles, SavedBinariesStayWithinTheirCap) {
@@ -234,3 +231,6 @@ TEST_F(ExportFiles, SavedBinariesStayWithinTheirCap) {
   EXPECT_TRUE(fs::exists(dir_ / "binaries" / id)) << "a binary within the cap is copied";
   EXPECT_EQ(fs::file_size(dir_ / "binaries" / id), size);
 }
+
+}  // namespace
+}  // namespace stackmapd
