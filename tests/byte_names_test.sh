@@ -41,8 +41,10 @@ bad_dir=$tmp/$'\xff\xfe'
 mkdir "$bad_dir"
 cp "$USTACK" "$bad_dir/ustack_workload"
 # Both kinds of names at work for SECONDS: the prctl'd comm, the binary's path.
-workload() {  # workload SECONDS
-  "$bad_dir/ustack_workload" "$1" > /dev/null &
+# The binary's process outlives the export: the user symbols of a process that
+# exits before it are lost (issue 27 is to keep them).
+workload() {  # workload SECONDS USTACK_SECONDS
+  "$bad_dir/ustack_workload" "$2" > /dev/null &
   workers+=($!)
   ( end=$((SECONDS + $1))
     while [ $SECONDS -lt $end ]; do "$ATTR" --comm $'\xff-x' stat 2000 2> /dev/null; done ) &
@@ -71,7 +73,7 @@ sock=$run/control.sock
 pid=$!
 for _ in $(seq 200); do [ -S "$sock" ] && grep -q "tracing " "$tmp/daemon.err" && break; sleep 0.1; done
 check "the daemon runs ($(tail -1 "$tmp/daemon.err"))" '[ -S "$sock" ]'
-workload 2
+workload 2 8
 sleep 2.5
 timeout 20 "$BIN" --socket "$sock" ctl snapshot > "$tmp/snapshot.out" 2>&1
 rc=$?
@@ -107,7 +109,7 @@ timeout 60 "$BIN" -e syscalls:sys_enter_newfstatat --by comm --user-stacks --dur
   > /dev/null 2> "$tmp/fg.err" &
 fgpid=$!
 for _ in $(seq 200); do grep -q "tracing " "$tmp/fg.err" && break; sleep 0.1; done
-workload 2
+workload 2 7
 wait "$fgpid"
 rc=$?
 wait "${workers[@]}" 2> /dev/null
