@@ -54,6 +54,12 @@ class Reader {
       fail(where, std::string("has no non-negative integer \"") + key + "\"");
     return it->get<uint64_t>();
   }
+  // j[key] if present, as number() checks it: json's value() would convert a
+  // float past 2^64 (what 1e20 parses as) to an integer, which is undefined.
+  uint64_t number_or(const json& j, const char* key, uint64_t otherwise,
+                     const std::string& where) const {
+    return j.contains(key) ? number(j, key, where) : otherwise;
+  }
   std::string text(const json& j, const char* key, const std::string& where) const {
     auto it = j.find(key);
     if (it == j.end() || !it->is_string())
@@ -162,7 +168,7 @@ JsonExport read(std::string_view json_text, const Reader& r) {
   if (auto u = doc.find("user_stacks"); u != doc.end() && u->is_object())
     read_user_stacks(*u, snap.user, r);
   if (auto st = doc.find("stats"); st != doc.end() && st->is_object())
-    snap.stats.counters[SMC_HITS] = st->value("hits", uint64_t{0});
+    snap.stats.counters[SMC_HITS] = r.number_or(*st, "hits", 0, "stats");
 
   const json& stacks = doc["stacks"];
   for (size_t i = 0; i < stacks.size(); ++i) {
@@ -197,7 +203,7 @@ JsonExport read(std::string_view json_text, const Reader& r) {
         kc.other = e.value("other", false);
         if (!kc.other && snap.keys_requested) kc.key = key_of(e, snap.keys, r, at);
         if (!kc.other && snap.user.enabled)
-          kc.key.ustack = static_cast<uint32_t>(e.value("user_stack_id", uint64_t{kNoUserStack}));
+          kc.key.ustack = static_cast<uint32_t>(r.number_or(e, "user_stack_id", kNoUserStack, at));
         kc.count = r.number(e, "count", at);
         kc.weight = snap.weight_unit.empty() ? kc.count : r.number(e, "sum", at);
         rec.by.push_back(std::move(kc));
