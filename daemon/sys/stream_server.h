@@ -52,8 +52,8 @@ class StreamServer {
   };
 
   // Listens on `address` (throws Error) and serves it on `loop` from now on.
-  StreamServer(EventLoop& loop, const ListenAddress& address, gid_t group,
-               const ListenPurpose& why, Limits limits, Protocol protocol);
+  StreamServer(EventLoop& loop, const ListenAddress& address, gid_t group, const ListenPurpose& why,
+               Limits limits, Protocol protocol);
   ~StreamServer();  // drops every connection; removes a unix socket
   StreamServer(const StreamServer&) = delete;
   StreamServer& operator=(const StreamServer&) = delete;
@@ -73,8 +73,8 @@ class StreamServer {
  private:
   struct Conn {
     UniqueFd fd;
-    std::string in;                           // the request so far
-    bool reading = true;                      // false once whole, answered or awaited
+    std::string in;       // the request so far
+    bool reading = true;  // false once whole, answered or awaited
     bool replied = false;
     std::string out;                          // the reply's head, or all of it
     std::shared_ptr<const std::string> body;  // a shared body, sent after `out`
