@@ -13,7 +13,6 @@
 #include <iostream>
 
 #include "daemon/bpf/pinning.h"
-#include "daemon/bpf/preflight.h"
 #include "daemon/export/breakdown.h"
 #include "daemon/export/decode.h"
 #include "daemon/export/exports.h"
@@ -23,10 +22,13 @@
 #include "daemon/run/control.h"
 #include "daemon/run/options.h"
 #include "daemon/run/service.h"
+#include "daemon/run/tracefs_trace.h"
 #include "daemon/run/tracer.h"
+#include "daemon/symbols/kernel_probe.h"
 #include "daemon/symbols/symbol_sources.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/logging.h"
+#include "daemon/sys/preflight.h"
 #include "daemon/tracefs/tracefs_session.h"
 
 namespace {
@@ -115,7 +117,7 @@ int run_trace(const TraceArgs& args) {
   const auto ended = std::chrono::system_clock::now();
   std::optional<Kallsyms> ksyms = load_host_symbols();
   const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
-  snap.kernel = KernelInfo::probe_lowering_kptr_restrict(ks);
+  snap.kernel = probe_kernel_info_lowering_kptr_restrict(ks);
   // The session is over and cannot be had again: an output that fails (a full
   // disk) is said in one line, the others are still written, and the exit says so.
   bool failed = false;

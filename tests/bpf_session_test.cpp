@@ -18,10 +18,10 @@
 #include <optional>
 #include <thread>
 
-#include "daemon/bpf/preflight.h"
 #include "daemon/run/session_setup.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/preflight.h"
 #include "tests/load.h"
 
 namespace stackmapd {

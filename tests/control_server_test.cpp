@@ -200,6 +200,17 @@ TEST_F(Control, RefusesOverlongLine) {
             "error\nrequest line longer than 16 bytes: send one short line, such as 'stat'\n");
 }
 
+// However the bytes arrive: a long line with its newline in the same read is refused too.
+TEST_F(Control, RefusesOverlongLineSentWhole) {
+  ControlServer::Limits limits;
+  limits.max_line = 16;
+  start(limits);
+  UniqueFd c = connect_client();
+  say(c, std::string(40, 'a') + "\n");
+  EXPECT_EQ(reply(c),
+            "error\nrequest line longer than 16 bytes: send one short line, such as 'stat'\n");
+}
+
 TEST_F(Control, EndOfFileBeforeTheLine) {
   start({});
   UniqueFd c = connect_client();

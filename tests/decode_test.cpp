@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "daemon/export/exports.h"
-#include "daemon/export/fsmb.h"
+#include "daemon/model/fsmb.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-// The shared event loop (daemon/run/event_loop.h), its signalfd helper
+// The shared event loop (daemon/sys/event_loop.h), its signalfd helper
 // (daemon/sys/signals.h) and the foreground loop both backends run on
 // (daemon/run/foreground.h), without BPF: a fake backend stands in.
-#include "daemon/run/event_loop.h"
+#include "daemon/sys/event_loop.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>

@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "daemon/export/breakdown.h"
-#include "daemon/export/fsmb.h"
 #include "daemon/export/user_binaries.h"
+#include "daemon/model/fsmb.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/symbols/user_maps.h"
 #include "daemon/sys/error.h"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/export/fsmb.h"
+#include "daemon/model/fsmb.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

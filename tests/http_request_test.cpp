@@ -3,9 +3,9 @@
 // and a browser send is taken; anything else gets the status naming it.
 #include <gtest/gtest.h>
 
-#include "daemon/http/listen_address.h"
 #include "daemon/http/request.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/listen_address.h"
 
 namespace stackmapd::http {
 namespace {

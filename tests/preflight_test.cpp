@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/bpf/preflight.h"
+#include "daemon/sys/preflight.h"
 
 #include <gtest/gtest.h>
 
 #include <functional>
 
+#include "daemon/bpf/sources.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {

@@ -2,7 +2,7 @@
 // The export set on a disk that fills up: every file of the new
 // snapshot is written before any replaces its old one, so a full disk leaves
 // all of the old set, never some files of each. Root: it mounts a small tmpfs.
-#include "daemon/export/staged_files.h"
+#include "daemon/sys/staged_files.h"
 
 #include <gtest/gtest.h>
 #include <sys/mount.h>
@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "daemon/export/exports.h"
-#include "daemon/export/fsmb.h"
+#include "daemon/model/fsmb.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {

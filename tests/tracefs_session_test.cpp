@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "daemon/export/exports.h"
-#include "daemon/export/fsmb.h"
+#include "daemon/model/fsmb.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {

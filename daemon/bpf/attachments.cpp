@@ -9,8 +9,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "daemon/bpf/preflight.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/preflight.h"
 #include "stackmapd.skel.h"
 #include "stackmapd/bpfloader_abi.h"
 

@@ -14,10 +14,10 @@
 #include "daemon/export/breakdown.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/flamegraph.h"
-#include "daemon/export/fsmb.h"
 #include "daemon/export/json_snapshot.h"
 #include "daemon/export/pprof.h"
 #include "daemon/export/user_binaries.h"
+#include "daemon/model/fsmb.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {

@@ -13,13 +13,13 @@
 #include <ostream>
 
 #include "daemon/export/flamegraph.h"
-#include "daemon/export/fsmb.h"
 #include "daemon/export/json_text.h"
-#include "daemon/export/staged_files.h"
 #include "daemon/export/user_binaries.h"
 #include "daemon/export/utf8_text.h"
+#include "daemon/model/fsmb.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/staged_files.h"
 
 namespace stackmapd {
 
@@ -267,28 +267,6 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms, JsonOptions
   return dump_json(doc);
 }
 
-void prepare_output_dir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    throw Error("cannot create output directory " + dir + ": " + ec.message() +
-                ": choose a writable --output directory");
-  std::string probe = dir + "/.stackmapd-write-test-XXXXXX";
-  int fd = mkstemp(probe.data());
-  if (fd < 0)
-    throw Error("output directory " + dir + " is not writable: " + std::strerror(errno) +
-                ": choose a writable --output directory");
-  close(fd);
-  unlink(probe.c_str());
-}
-
-void write_file_atomic(const std::string& path, const std::string& content, mode_t mode,
-                       gid_t group) {
-  StagedFiles file;
-  file.add(path, content, mode, group);
-  file.commit();
-}
-
 void write_flame_outputs(const std::vector<SymbolizedStack>& stacks, const std::string& folded,
                          const std::string& svg, const std::string& title, std::ostream& out) {
   if (folded == "-") out << format_folded(stacks);
@@ -298,15 +276,6 @@ void write_flame_outputs(const std::vector<SymbolizedStack>& stacks, const std::
     opt.title = title;
     write_file_atomic(svg, render_flamegraph_svg(stacks, opt), 0640);
   }
-}
-
-void check_writable_parent(const std::string& path, const char* option) {
-  if (path.empty() || path == "-") return;
-  std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (parent.empty()) parent = ".";
-  if (access(parent.c_str(), W_OK) != 0)
-    throw Error(std::string(option) + " " + path + ": cannot write in " + parent.string() + ": " +
-                std::strerror(errno));
 }
 
 void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms* ksyms,

@@ -5,8 +5,7 @@
 // (text), stack_map_stat, stack_map_bin (FSMB v2, fsmb.h) and stack_map.json,
 // flame graphs (flamegraph.h); the --top view and the per-key breakdown are
 // in breakdown.h. decode.h reads them back.
-// Files are replaced atomically: written to a temporary file in the same
-// directory, then renamed.
+// Files are replaced atomically (daemon/sys/file_io.h).
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +18,7 @@
 #include "daemon/model/snapshot.h"
 #include "daemon/model/stack_record.h"
 #include "daemon/model/table_stats.h"
+#include "daemon/sys/file_io.h"
 
 namespace stackmapd {
 
@@ -40,19 +40,10 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms, JsonOptions
 // Stacks as JSON objects {stack_id, ref_count, depth, ips, symbols}.
 std::string format_stacks_json(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms);
 
-// Creates `dir` if missing and proves it writable; throws Error naming the fix.
-void prepare_output_dir(const std::string& dir);
-// `group`: owner group of the new file (kNoGroup keeps the creator's).
-constexpr gid_t kNoGroup = static_cast<gid_t>(-1);
-void write_file_atomic(const std::string& path, const std::string& content, mode_t mode,
-                       gid_t group = kNoGroup);
 // --folded FILE ('-': `out`) and --svg FILE of `stacks`, each when not empty.
 // Written 0640 like the exports: unresolved frames are raw addresses.
 void write_flame_outputs(const std::vector<SymbolizedStack>& stacks, const std::string& folded,
                          const std::string& svg, const std::string& title, std::ostream& out);
-// Before a session or a decode: `path` (given with `option`) can be created.
-// Nothing to check for "" or "-". Throws Error naming the option and the directory.
-void check_writable_parent(const std::string& path, const char* option);
 
 // All four exports, and stack_map.kernel when the snapshot has kernel info;
 // mode 0640: raw kernel addresses defeat KASLR.

@@ -8,9 +8,9 @@
 #include <memory>
 
 #include "daemon/export/exports.h"
-#include "daemon/export/fsmb.h"
 #include "daemon/export/json_text.h"
 #include "daemon/export/utf8_text.h"
+#include "daemon/model/fsmb.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
-#include "daemon/export/fsmb.h"
 #include "daemon/export/json_text.h"
+#include "daemon/model/fsmb.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {

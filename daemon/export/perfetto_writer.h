@@ -35,8 +35,8 @@
 
 #include "daemon/export/pprof.h"
 #include "daemon/export/proto_wire.h"
+#include "daemon/model/kernel_info.h"
 #include "daemon/model/user_stack.h"
-#include "daemon/symbols/kernel_info.h"
 #include "stackmapd/abi.h"
 
 namespace stackmapd {

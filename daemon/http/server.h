@@ -6,32 +6,28 @@
 // scraper and a browser need is small: GET and HEAD, one request per
 // connection, Connection: close.
 //
-// Like the control socket (daemon/run/control.h), every connection is
-// non-blocking on the daemon's one event loop with a bounded buffer and two
-// deadlines: one for its request head, one for reading its response. A client
-// that never ends its head, never reads, or sends too much costs the loop
-// nothing but its slot. Slots are shared out by daemon/sys/admission.h: a
-// newcomer past a cap evicts the connection whose head has been incomplete
-// longest, and gets one 503 only when every slot concerned holds a complete
-// request. A handler may answer later (a delta profile): the connection then
-// waits in its slot until respond() is called.
+// Connections, limits and deadlines are the stream server's
+// (daemon/sys/stream_server.h); a head that never ends, a client that never
+// reads or too many clients get their status from here: 408, or 503 only when
+// every slot concerned holds a complete request. A handler may answer later
+// (a delta profile): the connection then waits in its slot until respond()
+// is called.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
-#include "daemon/http/listen_address.h"
 #include "daemon/http/request.h"
-#include "daemon/run/event_loop.h"
-#include "daemon/sys/admission.h"
-#include "daemon/sys/unique_fd.h"
+#include "daemon/sys/event_loop.h"
+#include "daemon/sys/listen_address.h"
+#include "daemon/sys/stream_server.h"
 
 namespace stackmapd::http {
 
@@ -77,37 +73,15 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   // The address listened on, with the kernel's port when 0 was asked.
-  const ListenAddress& address() const { return address_; }
-  size_t connections() const { return conns_.size(); }
+  const ListenAddress& address() const { return stream_.address(); }
+  size_t connections() const { return stream_.connections(); }
 
  private:
-  struct Conn {
-    UniqueFd fd;
-    std::string in;
-    std::string out;                          // status line, headers, small body
-    std::shared_ptr<const std::string> body;  // a shared body, sent after `out`
-    std::shared_ptr<const void> lease;        // Response::lease
-    size_t sent = 0;                          // of `out`, then of `body`
-    EventLoop::Id watch = 0;
-    EventLoop::Id deadline = 0;
-  };
+  void on_input(StreamServer::Key key, std::string_view in);
 
-  void on_accept();
-  void on_readable(uint64_t key);
-  void on_writable(uint64_t key);
-  void respond(uint64_t key, const Response& r, bool head);
-  void drop(uint64_t key);
-  void refuse(UniqueFd fd, const Response& r);
-
-  EventLoop& loop_;
-  ListenAddress address_;
   Handler handler_;
-  Limits limits_;
-  UniqueFd fd_;
-  EventLoop::Id watch_ = 0;
-  uint64_t next_key_ = 1;
-  std::map<uint64_t, Conn> conns_;
-  Admission admission_;
+  size_t max_head_;
+  StreamServer stream_;
   // Held by every Respond: a late one finds the server gone.
   std::shared_ptr<Server*> self_ = std::make_shared<Server*>(this);
 };

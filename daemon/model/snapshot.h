@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "daemon/model/attribution.h"
+#include "daemon/model/kernel_info.h"
 #include "daemon/model/stack_record.h"
 #include "daemon/model/table_stats.h"
 #include "daemon/model/user_stack.h"
-#include "daemon/symbols/kernel_info.h"
 
 namespace stackmapd {
 

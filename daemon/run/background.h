@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-#include "daemon/run/event_loop.h"
+#include "daemon/sys/event_loop.h"
 #include "daemon/sys/unique_fd.h"
 
 namespace stackmapd {

@@ -9,8 +9,8 @@
 #include <iostream>
 
 #include "daemon/export/exports.h"
-#include "daemon/http/listen_address.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/listen_address.h"
 
 namespace stackmapd {
 
@@ -53,7 +53,7 @@ SessionConfig DaemonConfig::session() const {
                 " is out of range: use 0.1 to 86400 seconds");
   if (export_dir.empty() || export_dir[0] != '/')
     throw Error("export-dir '" + export_dir + "' must be an absolute path");
-  if (!listen.empty()) http::ListenAddress::parse(listen);
+  if (!listen.empty()) ListenAddress::parse(listen);
   if (!metrics_textfile.empty() && metrics_textfile[0] != '/')
     throw Error("metrics-textfile '" + metrics_textfile + "' must be an absolute path");
   // A loader's pins outlive the daemon already, and are the loader's to remove.

@@ -9,7 +9,7 @@
 #include <functional>
 #include <optional>
 
-#include "daemon/run/event_loop.h"
+#include "daemon/sys/event_loop.h"
 
 namespace stackmapd {
 

@@ -48,7 +48,7 @@ std::vector<KeyField> fleet_keys(const KeySpec& keys) {
 
 }  // namespace
 
-HttpEndpoints::HttpEndpoints(EventLoop& loop, const http::ListenAddress& address, gid_t group,
+HttpEndpoints::HttpEndpoints(EventLoop& loop, const ListenAddress& address, gid_t group,
                              Source source, http::Server::Limits limits)
     : loop_(loop),
       source_(std::move(source)),

@@ -25,13 +25,13 @@
 #include <map>
 #include <memory>
 
-#include "daemon/http/listen_address.h"
 #include "daemon/http/metrics.h"
 #include "daemon/http/server.h"
 #include "daemon/model/snapshot_cut.h"
 #include "daemon/run/background.h"
-#include "daemon/run/event_loop.h"
 #include "daemon/run/shared_export.h"
+#include "daemon/sys/event_loop.h"
+#include "daemon/sys/listen_address.h"
 
 namespace stackmapd {
 
@@ -51,7 +51,7 @@ class HttpEndpoints {
   };
 
   // Listens on `address` (throws Error); a unix socket gets `group`.
-  HttpEndpoints(EventLoop& loop, const http::ListenAddress& address, gid_t group, Source source,
+  HttpEndpoints(EventLoop& loop, const ListenAddress& address, gid_t group, Source source,
                 http::Server::Limits limits = {});
   ~HttpEndpoints();  // cancels the profiles still recording
   HttpEndpoints(const HttpEndpoints&) = delete;
@@ -65,7 +65,7 @@ class HttpEndpoints {
   // stay for /metrics and the page.
   static constexpr size_t kMaxJsonInFlight = 8;
 
-  const http::ListenAddress& address() const { return server_.address(); }
+  const ListenAddress& address() const { return server_.address(); }
 
  private:
   void handle(const http::Request& req, const http::Server::Respond& respond);

@@ -7,8 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 
-#include "daemon/bpf/preflight.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/preflight.h"
 
 namespace stackmapd {
 

@@ -19,18 +19,19 @@
 
 #include "daemon/bpf/bpf_session.h"
 #include "daemon/bpf/pinning.h"
-#include "daemon/bpf/preflight.h"
 #include "daemon/export/breakdown.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/history.h"
 #include "daemon/run/control.h"
-#include "daemon/run/event_loop.h"
 #include "daemon/run/export_worker.h"
 #include "daemon/run/http_endpoints.h"
 #include "daemon/run/session_setup.h"
 #include "daemon/run/stale_temps.h"
 #include "daemon/symbols/kallsyms.h"
+#include "daemon/symbols/kernel_probe.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/event_loop.h"
+#include "daemon/sys/preflight.h"
 #include "daemon/sys/runtime_lock.h"
 #include "daemon/sys/stale_socket.h"
 #include "daemon/tracefs/event_format.h"
@@ -166,7 +167,7 @@ void Service::load_symbols() {
     spdlog::warn("{}: exports keep raw frames", e.what());
     ksyms_.reset();
   }
-  kernel_ = KernelInfo::probe_lowering_kptr_restrict(symbols());
+  kernel_ = probe_kernel_info_lowering_kptr_restrict(symbols());
 }
 
 SnapshotCut Service::cut() {
@@ -203,7 +204,7 @@ void Service::post_export() {
 
 std::unique_ptr<HttpEndpoints> Service::open_http(const DaemonConfig& c) {
   if (c.listen.empty()) return nullptr;
-  const http::ListenAddress address = http::ListenAddress::parse(c.listen);
+  const ListenAddress address = ListenAddress::parse(c.listen);
   HttpEndpoints::Source source;
   source.cut = [this] { return cut(); };
   source.metrics = [this] {

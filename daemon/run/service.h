@@ -4,7 +4,7 @@
  * session until its duration or Ctrl-C (daemon/run/tracer.h over BPF,
  * daemon/tracefs/ over tracefs, both on daemon/run/foreground.h); the service
  * below runs one until SIGTERM. Both turn on the one event loop
- * (daemon/run/event_loop.h), signals read from a signalfd (daemon/sys/signals.h).
+ * (daemon/sys/event_loop.h), signals read from a signalfd (daemon/sys/signals.h).
  *
  * The service (systemd Type=notify), one thread: the loop watches the ring
  * buffer's wakeup fd (and drains every 100 ms, since the BPF side rarely wakes

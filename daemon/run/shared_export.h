@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "daemon/run/background.h"
-#include "daemon/run/event_loop.h"
+#include "daemon/sys/event_loop.h"
 
 namespace stackmapd {
 

@@ -6,12 +6,13 @@
 #include <filesystem>
 #include <optional>
 
-#include "daemon/bpf/preflight.h"
 #include "daemon/export/perfetto_writer.h"
 #include "daemon/export/trace_writer.h"
 #include "daemon/run/foreground.h"
 #include "daemon/run/session_setup.h"
+#include "daemon/symbols/kernel_probe.h"
 #include "daemon/symbols/symbol_sources.h"
+#include "daemon/sys/preflight.h"
 
 namespace stackmapd {
 
@@ -61,7 +62,7 @@ Snapshot trace(TraceOptions options) {
     ksyms = load_host_symbols();
     const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
     perfetto.emplace(options.perfetto_path, kallsyms_namer(ks),
-                     KernelInfo::probe_lowering_kptr_restrict(ks));
+                     probe_kernel_info_lowering_kptr_restrict(ks));
   }
 
   Foreground foreground;  // before loading: a Ctrl-C meanwhile is kept

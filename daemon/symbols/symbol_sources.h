@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "daemon/model/kernel_info.h"
 #include "daemon/symbols/kallsyms.h"
-#include "daemon/symbols/kernel_info.h"
 
 namespace stackmapd {
 

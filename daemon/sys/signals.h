@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 // Signals as file descriptor events: the signals a SignalFd takes are blocked
-// and read from its signalfd in the event loop (daemon/run/event_loop.h),
+// and read from its signalfd in the event loop (daemon/sys/event_loop.h),
 // never run as handlers, so a handler can do anything (reset, reload, export).
 // One helper for every loop: foreground, tracefs and service.
 #pragma once

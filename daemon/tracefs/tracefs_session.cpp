@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,7 +11,6 @@
 #include <chrono>
 #include <cstring>
 
-#include "daemon/run/foreground.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -324,29 +322,6 @@ void TracefsSession::teardown() noexcept {
 bool tracefs_stackmap_available() {
   std::string root = TracefsSession::find_root();
   return !root.empty() && exists(root + "/options/stackmap");
-}
-
-Snapshot trace_tracefs(const std::vector<Tracepoint>& events, std::optional<double> duration_s,
-                       int drain_interval_ms) {
-  Foreground foreground;  // before the instance exists: a Ctrl-C meanwhile is kept
-  TracefsSession session(events);
-  std::string names;
-  for (const auto& tp : events) names += (names.empty() ? "" : ", ") + tp.str();
-  spdlog::info("tracing {} through tracefs ({}){}", names, session.dir(),
-               duration_s ? fmt::format(" for {} s", *duration_s) : std::string(" until Ctrl-C"));
-  // trace_pipe wakes pollers only past buffer_percent: the timer drains.
-  ForegroundBackend backend;
-  backend.drain = [&] { session.drain(0); };
-  foreground.run(backend, duration_s, drain_interval_ms);
-  // Stop the events before the last drain, so that the ids read and the
-  // map's counts are one consistent cut.
-  session.detach();
-  session.drain(0);
-  Snapshot snap = session.snapshot();
-  if (snap.stats.bad_records)
-    spdlog::warn("{} stack ids read from trace_pipe are not in stack_map_bin",
-                 snap.stats.bad_records);
-  return snap;
 }
 
 }  // namespace stackmapd

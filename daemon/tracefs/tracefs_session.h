@@ -8,7 +8,7 @@
  *   (2) drain(), on the daemon's one thread: read the instance's trace_pipe
  *       (non-blocking, after a bounded poll), count each `<stack_id N>` and
  *       each full-stack fallback (`<stack trace>`);
- *   (3) snapshot(): read stack_map_bin (FSMB v2, daemon/export/fsmb.h) and
+ *   (3) snapshot(): read stack_map_bin (FSMB v2, daemon/model/fsmb.h) and
  *       stack_map_stat, and turn them into the Snapshot every exporter takes
  *       (daemon/export/exports.h), so both paths write the same exports.
  * Lifecycle: the constructor creates and configures the instance; detach()
@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "daemon/bpf/bpf_session.h"
-#include "daemon/export/exports.h"
-#include "daemon/export/fsmb.h"
+#include "daemon/model/fsmb.h"
+#include "daemon/model/snapshot.h"
 
 namespace stackmapd {
 
@@ -126,12 +126,5 @@ class TracefsSession {
 // True when tracefs is mounted and the kernel has the stackmap series
 // (options/stackmap), for `--backend auto`.
 bool tracefs_stackmap_available();
-
-// A foreground session on the tracefs path, the counterpart of trace() on
-// the BPF path (daemon/run/tracer.h): traces `events` until `duration_s` passes
-// or SIGINT/SIGTERM arrives, draining every `drain_interval_ms`, then stops
-// the events, drains what is left and returns the final Snapshot.
-Snapshot trace_tracefs(const std::vector<Tracepoint>& events, std::optional<double> duration_s,
-                       int drain_interval_ms = 100);
 
 }  // namespace stackmapd

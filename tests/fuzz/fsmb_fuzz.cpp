@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "daemon/export/fsmb.h"
+#include "daemon/model/fsmb.h"
 #include "daemon/sys/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

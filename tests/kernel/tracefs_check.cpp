@@ -24,7 +24,8 @@
 
 #include "daemon/export/breakdown.h"
 #include "daemon/export/exports.h"
-#include "daemon/export/fsmb.h"
+#include "daemon/model/fsmb.h"
+#include "daemon/run/tracefs_trace.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 #include "daemon/tracefs/tracefs_session.h"

@@ -5,9 +5,6 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
-
-#include "daemon/bpf/sources.h"
 
 namespace stackmapd {
 

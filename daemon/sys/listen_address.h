@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace stackmapd::http {
+namespace stackmapd {
 
 struct ListenAddress {
   std::string host;       // numeric IPv4 or IPv6, without brackets; empty for unix
@@ -23,4 +23,4 @@ struct ListenAddress {
   bool operator==(const ListenAddress&) const = default;
 };
 
-}  // namespace stackmapd::http
+}  // namespace stackmapd

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/http/listen_address.h"
+#include "daemon/sys/listen_address.h"
 
 #include <arpa/inet.h>
 
@@ -7,7 +7,7 @@
 
 #include "daemon/sys/error.h"
 
-namespace stackmapd::http {
+namespace stackmapd {
 
 namespace {
 
@@ -66,4 +66,4 @@ std::string ListenAddress::str() const {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-}  // namespace stackmapd::http
+}  // namespace stackmapd

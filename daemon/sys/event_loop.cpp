@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/run/event_loop.h"
+#include "daemon/sys/event_loop.h"
 
 #include <poll.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/bpf/preflight.h"
+#include "daemon/sys/preflight.h"
 
 #include <linux/capability.h>
 #include <sys/mount.h>

@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/symbols/kernel_info.h"
+#include "daemon/symbols/kernel_probe.h"
 
 #include <sys/utsname.h>
 
-#include <charconv>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
@@ -65,7 +63,7 @@ class ScopedKptrRestrict {
 
 }  // namespace
 
-KernelInfo KernelInfo::probe_lowering_kptr_restrict(const Kallsyms* ksyms) {
+KernelInfo probe_kernel_info_lowering_kptr_restrict(const Kallsyms* ksyms) {
   KernelInfo info;
   struct utsname u;
   if (uname(&u) == 0) info.release = u.release;
@@ -80,38 +78,6 @@ KernelInfo KernelInfo::probe_lowering_kptr_restrict(const Kallsyms* ksyms) {
     info.text_address = Kallsyms::load().text_address();
   } catch (const Error&) {
   }
-  return info;
-}
-
-std::string KernelInfo::to_text() const {
-  std::ostringstream out;
-  out << "release " << (release.empty() ? "-" : release) << "\n"
-      << "build_id " << (build_id.empty() ? "-" : build_id) << "\n"
-      << "text 0x" << std::hex << text_address << "\n";
-  return out.str();
-}
-
-KernelInfo KernelInfo::parse(const std::string& text, const std::string& source) {
-  KernelInfo info;
-  bool have_text = false;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string key, value;
-    if (!(fields >> key >> value)) continue;
-    if (key == "release") {
-      info.release = value == "-" ? "" : value;
-    } else if (key == "build_id") {
-      info.build_id = value == "-" ? "" : value;
-    } else if (key == "text") {
-      const char* b = value.data() + (value.rfind("0x", 0) == 0 ? 2 : 0);
-      const char* e = value.data() + value.size();
-      have_text = std::from_chars(b, e, info.text_address, 16).ptr == e;
-    }
-  }
-  if (!have_text)
-    throw Error(source +
-                " has no 'text 0x...' line: pass the stack_map.kernel written with the export");
   return info;
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/export/staged_files.h"
+#include "daemon/sys/staged_files.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "daemon/export/exports.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/file_io.h"
 
 namespace stackmapd {
 

@@ -3,7 +3,8 @@
 // release and build id (to pick the matching vmlinux) and where `_text` was on
 // this boot (the KASLR slide against a vmlinux or a kallsyms from another
 // boot). Written beside the exports as stack_map.kernel and into the JSON;
-// the FSMB file stays byte-exact.
+// the FSMB file stays byte-exact. Read from this machine by
+// daemon/symbols/kernel_probe.h.
 #pragma once
 
 #include <cstdint>
@@ -11,18 +12,10 @@
 
 namespace stackmapd {
 
-class Kallsyms;
-
 struct KernelInfo {
   std::string release;        // uname -r
   std::string build_id;       // GNU build id from /sys/kernel/notes, hex
   uint64_t text_address = 0;  // runtime _text; 0 when it could not be read
-
-  // This machine, now. `ksyms` (may be null) supplies _text when it shows
-  // addresses; otherwise this WRITES /proc/sys/kernel/kptr_restrict: lowered
-  // to 0 for the moment /proc/kallsyms is read, then restored, where we may
-  // (as Perfetto's traced_probes does). Hence the name.
-  static KernelInfo probe_lowering_kptr_restrict(const Kallsyms* ksyms);
 
   std::string to_text() const;  // "release R\nbuild_id B\ntext 0x...\n"
   static KernelInfo parse(const std::string& text, const std::string& source);  // throws Error
