@@ -15,30 +15,9 @@
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
 
-#include "stackmapd/abi.h"
-
-struct smt_table;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4096); /* replaced by the daemon's `ids` */
-} ids SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct smt_slot);
-	__uint(max_entries, 1); /* replaced by the daemon's `slots` */
-} slots SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct smt_elt);
-	__uint(max_entries, 1); /* replaced by the daemon's `pool` */
-} pool SEC(".maps");
+/* The daemon's own map definitions: ids, slots and pool are swapped for the
+ * daemon's before load (bpf_map__reuse_fd), scratch holds a synthetic stack. */
+#include "maps.bpf.h"
 
 /* Replaced by the daemon's .bss map; `shared` sits at shared_off in it. */
 struct {
@@ -47,17 +26,6 @@ struct {
 	__type(value, struct smt_shared);
 	__uint(max_entries, 1);
 } daemon_bss SEC(".maps");
-
-struct synth_buf {
-	__u64 ips[SMT_MAX_DEPTH];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, struct synth_buf);
-	__uint(max_entries, 1);
-} synth_scratch SEC(".maps");
 
 const volatile __u32 table_bits = SMT_DEFAULT_BITS;
 const volatile __u32 shared_off;      /* offset of `shared` in the daemon's .bss */
@@ -74,16 +42,6 @@ __u64 prod_pos_after;
 __u32 synth_next;   /* index of the next synthetic stack */
 __u32 synth_status; /* enum smt_status of the last insert */
 __u32 synth_id;
-
-static __always_inline struct smt_slot *smt_slot_at(struct smt_table *t, __u32 idx)
-{
-	return bpf_map_lookup_elem(&slots, &idx);
-}
-
-static __always_inline struct smt_elt *smt_elt_at(struct smt_table *t, __u32 idx)
-{
-	return bpf_map_lookup_elem(&pool, &idx);
-}
 
 #include "stackmapd/stack_table.h"
 
@@ -165,14 +123,14 @@ SEC("syscall")
 int insert_synthetic(void *ctx)
 {
 	struct smt_count_record *rec;
-	struct synth_buf *buf;
+	struct stack_buf *buf;
 	struct smt_probe p;
 	__u32 zero = 0, n = synth_next, depth = synth_depth, state;
 	struct smt_shared *sh;
 
 	if (depth == 0 || depth > SMT_MAX_DEPTH)
 		return 1;
-	buf = bpf_map_lookup_elem(&synth_scratch, &zero);
+	buf = bpf_map_lookup_elem(&scratch, &zero);
 	sh = daemon_shared();
 	if (!buf || !sh)
 		return 1;

@@ -14,6 +14,7 @@
 #ifndef STACKMAPD_BPFLOADER_MAPS_BPF_H
 #define STACKMAPD_BPFLOADER_MAPS_BPF_H
 
+#include "stack_buf.bpf.h"
 #include "stackmapd/bpfloader_abi.h"
 
 #ifdef SMT_BPFLOADER_FAMILY_S
@@ -76,7 +77,7 @@ __u32 _bpfloader_max_ver SEC("bpfloader_max_ver") = SMT_BPFLOADER_MAX_VER;
 #define SMT_BPF_ONLY_MAP(name, map_type, key, value, entries) \
 	SMT_LOADER_MAP(name, map_type, key, value, entries, 0, SMT_AID_ROOT, 0600)
 
-/* The same maps as the daemon's own object (bpf/stackmapd.bpf.c), sized here. */
+/* The same maps as the daemon's own object (maps.bpf.h), sized here. */
 SMT_DAEMON_MAP(slots, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct smt_slot),
 	       2U << SMT_BPFLOADER_BITS, BPF_F_MMAPABLE);
 SMT_DAEMON_MAP(pool, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct smt_elt),

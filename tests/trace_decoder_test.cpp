@@ -11,7 +11,7 @@
 namespace stackmapd {
 namespace {
 
-// Appends one entry as bpf/stackmapd.bpf.c's send_trace() lays it out.
+// Appends one entry as bpf/trace_buf.bpf.h's send_trace() lays it out.
 void put(std::vector<char>& buf, uint32_t delta, uint32_t stack_id, uint16_t flags,
          const smt_trace_context* who, uint64_t ts, uint64_t weight, const std::string& raw) {
   const smt_trace_entry te{delta, stack_id, static_cast<uint16_t>(raw.size()), flags};

@@ -21,7 +21,7 @@
 #define SMT_MAX_PROBES 64
 /* Re-reads of a slot whose element another CPU is still writing. The
  * bpfloader object, verified without bpf_loop, walks every re-read of every
- * probe and sets fewer (bpf/stackmapd.bpf.c). */
+ * probe and sets fewer (bpf/bpfloader_compat.bpf.h). */
 #ifndef SMT_MAX_SPINS
 #define SMT_MAX_SPINS 512
 #endif
