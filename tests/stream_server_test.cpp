@@ -139,6 +139,29 @@ TEST_F(Stream, ReplyAfterTheConnectionWentIsDropped) {
   EXPECT_EQ(server_->connections(), 0u);
 }
 
+// The loop was busy: a client sent its whole request before it was accepted,
+// and a trickler came after it into the last slot. The trickler cannot evict
+// it as if its request were incomplete.
+TEST_F(Stream, RequestSentBeforeAcceptIsNotTakenForATrickler) {
+  start("");
+  std::vector<UniqueFd> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(connect_client());
+    say(held.back(), "x\n");
+  }
+  turn_for(30ms);
+  ASSERT_EQ(keys_.size(), 3u);
+  UniqueFd quick = connect_client();
+  say(quick, "q\n");
+  UniqueFd trickler = connect_client();
+  say(trickler, "tr");
+  turn_for(30ms);
+  EXPECT_EQ(keys_.size(), 4u) << "the quick request was read";
+  EXPECT_EQ(read_all(trickler), "refused\n") << "every slot holds a request";
+  server_->reply(keys_.back(), "q done\n");
+  EXPECT_EQ(read_all(quick), "q done\n");
+}
+
 TEST_F(Stream, UnixSocketGoesWithTheServer) {
   start("");
   EXPECT_TRUE(std::filesystem::is_socket(address_.unix_path));

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 // The foreground session's loop, one for both backends (BPF: daemon/run/tracer.h,
-// tracefs: daemon/tracefs/tracefs_session.h), on the shared event loop:
+// tracefs: daemon/run/tracefs_trace.h), on the shared event loop:
 // drain on the backend's wakeup fd and on a timer, stop at the duration's end
 // or on SIGINT/SIGTERM, reset on SIGUSR1 where the backend can. The caller
 // then detaches, drains what is left and takes its Snapshot.

@@ -2,8 +2,8 @@
 /*
  * The run stage: what drives a session. The foreground command runs one
  * session until its duration or Ctrl-C (daemon/run/tracer.h over BPF,
- * daemon/tracefs/ over tracefs, both on daemon/run/foreground.h); the service
- * below runs one until SIGTERM. Both turn on the one event loop
+ * daemon/run/tracefs_trace.h over tracefs, both on daemon/run/foreground.h);
+ * the service below runs one until SIGTERM. Both turn on the one event loop
  * (daemon/sys/event_loop.h), signals read from a signalfd (daemon/sys/signals.h).
  *
  * The service (systemd Type=notify), one thread: the loop watches the ring

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-// Who gets a connection slot of a stream server (HTTP, control), so that
+// Who gets a connection slot of the stream server (stream_server.h), so that
 // clients that never finish their request (slowloris) cannot keep the
 // well-behaved ones out:
 //   - each peer (a TCP source address; a unix socket's uid, SO_PEERCRED) holds

@@ -65,6 +65,10 @@ void StreamServer::on_accept() {
       conns_.at(key).deadline = 0;
       reply(key, protocol_.timed_out);
     });
+    // A request sent whole before its connection was accepted (the loop was
+    // busy) is read now: it must not look incomplete to the next newcomer of
+    // this batch, which would evict it in a trickler's place.
+    on_readable(key);
   }
 }
 
