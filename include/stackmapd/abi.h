@@ -19,8 +19,8 @@
 
 #include "stackmapd/abi/table.h"
 #include "stackmapd/abi/session.h"
-#include "stackmapd/abi/records.h"
 #include "stackmapd/abi/trace.h"
+#include "stackmapd/abi/records.h"
 #include "stackmapd/abi/batch.h"
 
 #endif /* STACKMAPD_ABI_H */

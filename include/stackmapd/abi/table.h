@@ -99,7 +99,7 @@ enum smt_counter {
 
 /* Bumped whenever the meaning of a map changes without its size changing: a
  * daemon finding pinned maps of another version starts clean. */
-#define SMT_LAYOUT_VERSION 6
+#define SMT_LAYOUT_VERSION 7
 
 /* The daemon's bookkeeping, kept beside the table (struct smt_globals) so that
  * it is pinned with it and survives a daemon restart. BPF never touches it. */

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * --trace: the trace buffers each batch writes its events into, and the
- * daemon's view of one event decoded from them.
+ * --trace: the layout of the trace buffer each batch writes its events into.
  * Part of stackmapd/abi.h, which includes it.
  */
 #ifndef STACKMAPD_ABI_TRACE_H
@@ -14,18 +13,6 @@
 /* Bytes of a tracepoint's raw record (common fields first, as its format
  * file lays them out) a --trace event carries at most. */
 #define SMT_TRACE_RAW_MAX 256
-
-/* The daemon's view of one --trace event, decoded from a trace buffer: the
- * event with its timestamp (CLOCK_MONOTONIC) and the first raw_len bytes of
- * the tracepoint's raw record (0 for -f and --profile events, which have no
- * fields); raw[] past raw_len is undefined. */
-struct smt_trace_record {
-	struct smt_event_record event;
-	__u64 ts_ns;
-	__u32 raw_len;
-	__u32 reserved;
-	char raw[SMT_TRACE_RAW_MAX];
-};
 
 /*
  * --trace: each CPU and nesting level writes its events, in order, into the
@@ -69,12 +56,12 @@ struct smt_trace_context {
 
 #define SMT_TRACE_ENTRY_MAX \
 	(sizeof(struct smt_trace_entry) + sizeof(struct smt_trace_context) + 16 + SMT_TRACE_RAW_MAX)
-#define SMT_TRACE_HEADER 12U /* seq, bytes, events: what precedes data[] in the ring */
+#define SMT_TRACE_HEADER 16U /* kind, seq, bytes, events: what precedes data[] in the ring */
 #define SMT_TRACE_BYTES 14280U
 
-/* Sent as its first SMT_TRACE_HEADER + bytes bytes, padded so that the
- * record's size is 4 mod 8: every other record's size is a multiple of 8. */
+/* Sent as its first SMT_TRACE_HEADER + bytes bytes. */
 struct smt_trace_buf {
+	__u32 kind; /* SMT_RECORD_TRACE, written as it is sent */
 	/* SMT_BATCH_SEQ(batch, n), n = the buffers this one sent before (so the
 	 * daemon knows which part of a buffer it has read in place); in place
 	 * only n is kept up to date. */
@@ -83,26 +70,17 @@ struct smt_trace_buf {
 	__u32 events; /* entries in data[] */
 	char data[SMT_TRACE_BYTES];
 	/* The writer's own, never sent: */
-	__u32 reserved;
 	__u64 last_ts;
 	struct smt_trace_context last;
 };
 
-#define SMT_TRACE_RECORD_SIZE(bytes) \
-	(SMT_TRACE_HEADER + (bytes) + ((SMT_TRACE_HEADER + (bytes)) % 8 == 4 ? 0 : 4))
+#define SMT_TRACE_RECORD_SIZE(bytes) (SMT_TRACE_HEADER + (bytes))
 
-SMT_STATIC_ASSERT(sizeof(struct smt_trace_record) == 64 + SMT_TRACE_RAW_MAX, "trace layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_trace_entry) == 12, "trace entry layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_trace_context) == 32, "trace context layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_trace_buf) == SMT_TRACE_HEADER + SMT_TRACE_BYTES + 12 +
-							  sizeof(struct smt_trace_context),
+SMT_STATIC_ASSERT(sizeof(struct smt_trace_buf) ==
+			  SMT_TRACE_HEADER + SMT_TRACE_BYTES + 8 + sizeof(struct smt_trace_context),
 		  "trace buffer layout");
 SMT_STATIC_ASSERT(SMT_TRACE_BYTES % 4 == 0 && SMT_TRACE_BYTES < 65536, "trace buffer size");
-/* Trace buffers are told apart from every other record by size (4 mod 8). */
-SMT_STATIC_ASSERT(sizeof(struct smt_event_record) % 8 == 0 &&
-			  sizeof(struct smt_name_record) % 8 == 0 &&
-			  sizeof(struct smt_stack_record) % 8 == 0 &&
-			  sizeof(struct smt_count_record) % 8 == 0,
-		  "records of 8-byte multiples");
 
 #endif /* STACKMAPD_ABI_TRACE_H */
