@@ -871,17 +871,17 @@ def held_programs(pid):
 
 
 def program_sizes(binary, args):
-    """[{name, id, bytes_xlated, bytes_jited, verified_insns}] of the programs one
-    daemon of `binary` started with `args` loads, read once they stop changing."""
+    """{"programs": [{name, id, bytes_xlated, bytes_jited, verified_insns}]} of the
+    programs one daemon of `binary` started with `args` loads, read once they
+    stop changing, or {"error": its last line} when it exits first."""
     outdir = tempfile.mkdtemp(prefix="stackmapd-bench-progs-")
     proc = subprocess.Popen(pinned([binary, "--output", outdir] + args),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         seen, end = {}, time.time() + 30
         while time.time() < end:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{binary} {' '.join(args)} exited with {proc.returncode}: "
-                                   f"{proc.stderr.read()[-300:]}")
+            if proc.poll() is not None:  # e.g. no fentry on this kernel: its message instead
+                return {"error": (proc.stderr.read().strip().splitlines() or ["?"])[-1]}
             now = held_programs(proc.pid)
             if now and now.keys() == seen.keys():
                 break
@@ -896,7 +896,7 @@ def program_sizes(binary, args):
                           "bytes_jited": p.get("bytes_jited"),
                           "verified_insns": int(info["verified_insns"])
                           if "verified_insns" in info else None})
-        return progs
+        return {"programs": progs}
     finally:
         stop_proc(proc)
         subprocess.run(["rm", "-rf", outdir])
@@ -913,10 +913,10 @@ def bench_progs(a, bins):
     for build, binary in builds.items():
         res[build] = {}
         for config, args in PROG_CONFIGS:
-            res[build][config] = program_sizes(binary, args)
-            log("programs %-8s %-11s %s" % (build, config, ", ".join(
+            x = res[build][config] = program_sizes(binary, args)
+            log("programs %-8s %-11s %s" % (build, config, x.get("error") or ", ".join(
                 f"{p['name']} {p['bytes_xlated']} B xlated, {p['verified_insns']} insns verified"
-                for p in res[build][config])))
+                for p in x["programs"])))
     return res
 
 
@@ -1133,9 +1133,12 @@ def markdown(res):
         base = bp.get("baseline", {})
         rows = []
         for config, _ in PROG_CONFIGS:
-            cur = bp["current"].get(config, [])
-            old = {p["name"]: p for p in base.get(config, [])}
-            for p in cur:
+            cur = bp["current"][config]
+            if "error" in cur:
+                rows.append([f"{config}: not loaded ({cur['error']})", "n/a", "n/a"] +
+                            (["n/a", "n/a"] if base else []))
+            old = {p["name"]: p for p in base.get(config, {}).get("programs", [])}
+            for p in cur.get("programs", []):
                 b = old.get(p["name"])
                 rows.append([f"{config}: `{p['name']}`", str(p["bytes_xlated"]),
                              str(p["verified_insns"])] +
