@@ -29,6 +29,10 @@ Sections:
                  both attach orders: in-kernel ns/event of each and the ratio.
   offcpu         --offcpu next to `-e sched:sched_switch` under a pipe ping-pong:
                  ns per sched_switch and the ping-pong's ops/s, A B A B ...
+  progs          each daemon configuration's BPF programs (-e, --trace,
+                 --user-stacks, --profile, -f, --offcpu): xlated bytes and the
+                 verifier's instruction count, and the baseline's with
+                 --baseline-stackmapd.
   compare        (with --baseline-stackmapd) this build's daemon against another
                  build, one at a time on the same tracepoint, A B A B ...:
                  in-kernel ns/event, workload ops/s and daemon CPU, as ratios.
@@ -843,6 +847,79 @@ def bench_offcpu(a, bins):
     return res
 
 
+# Each daemon configuration that loads a program of its own shape (settings in
+# .rodata prune what is off, so a program's size depends on them).
+PROG_CONFIGS = (("tracepoint", ["-e", EVENT]), ("trace", ["--trace", "/dev/null", "-e", EVENT]),
+                ("user_stacks", ["--user-stacks", "-e", EVENT]), ("profile", ["--profile", "99"]),
+                ("fentry", ["-f", "vfs_read"]), ("offcpu", ["--offcpu"]))
+
+
+def held_programs(pid):
+    """{prog id: fdinfo} of the BPF programs process `pid` holds open (fdinfo has
+    prog_type and verified_insns, which this bpftool's JSON lacks)."""
+    out = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:bpf-prog":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                info = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in f)}
+        except OSError:  # closed meanwhile
+            continue
+        out[int(info["prog_id"])] = info
+    return out
+
+
+def program_sizes(binary, args):
+    """{"programs": [{name, id, bytes_xlated, bytes_jited, verified_insns}]} of the
+    programs one daemon of `binary` started with `args` loads, read once they
+    stop changing, or {"error": its last line} when it exits first."""
+    outdir = tempfile.mkdtemp(prefix="stackmapd-bench-progs-")
+    proc = subprocess.Popen(pinned([binary, "--output", outdir] + args),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        seen, end = {}, time.time() + 30
+        while time.time() < end:
+            if proc.poll() is not None:  # e.g. no fentry on this kernel: its message instead
+                return {"error": (proc.stderr.read().strip().splitlines() or ["?"])[-1]}
+            now = held_programs(proc.pid)
+            if now and now.keys() == seen.keys():
+                break
+            seen = now
+            time.sleep(0.5)
+        else:
+            raise RuntimeError(f"{binary} {' '.join(args)} loaded no program within 30 s")
+        progs = []
+        for prog_id, info in sorted(seen.items()):
+            p = json.loads(sh(["bpftool", "-j", "prog", "show", "id", str(prog_id)]))
+            progs.append({"name": p["name"], "id": prog_id, "bytes_xlated": p["bytes_xlated"],
+                          "bytes_jited": p.get("bytes_jited"),
+                          "verified_insns": int(info["verified_insns"])
+                          if "verified_insns" in info else None})
+        return {"programs": progs}
+    finally:
+        stop_proc(proc)
+        subprocess.run(["rm", "-rf", outdir])
+
+
+def bench_progs(a, bins):
+    """The BPF programs each daemon configuration loads: translated (xlated) bytes
+    and the instructions the verifier walked to accept them, for this build and
+    (with --baseline-stackmapd) the baseline."""
+    builds = {"current": bins["stackmapd"]}
+    if a.baseline_stackmapd:
+        builds["baseline"] = bins["baseline_stackmapd"]
+    res = {}
+    for build, binary in builds.items():
+        res[build] = {}
+        for config, args in PROG_CONFIGS:
+            x = res[build][config] = program_sizes(binary, args)
+            log("programs %-8s %-11s %s" % (build, config, x.get("error") or ", ".join(
+                f"{p['name']} {p['bytes_xlated']} B xlated, {p['verified_insns']} insns verified"
+                for p in x["programs"])))
+    return res
+
+
 def sha256_of(path):
     import hashlib
     with open(path, "rb") as f:
@@ -1051,6 +1128,27 @@ def markdown(res):
               ["figure", "plain", "--offcpu", "ratio --offcpu / plain"],
               ab_rows(o, "plain", "offcpu", (("ns_per_event", "in-kernel ns per sched_switch", 0),
                                              ("ops_per_s", "ping-pong ops/s", 0))))
+    bp = res.get("bpf_programs")
+    if bp:
+        base = bp.get("baseline", {})
+        rows = []
+        for config, _ in PROG_CONFIGS:
+            cur = bp["current"][config]
+            if "error" in cur:
+                rows.append([f"{config}: not loaded ({cur['error']})", "n/a", "n/a"] +
+                            (["n/a", "n/a"] if base else []))
+            old = {p["name"]: p for p in base.get(config, {}).get("programs", [])}
+            for p in cur.get("programs", []):
+                b = old.get(p["name"])
+                rows.append([f"{config}: `{p['name']}`", str(p["bytes_xlated"]),
+                             str(p["verified_insns"])] +
+                            ([str(b["bytes_xlated"]), str(b["verified_insns"])] if b else
+                             ["n/a", "n/a"] if base else []))
+        table(L, "**BPF programs** (each daemon configuration's programs, from `bpftool prog show` "
+                 "and the daemon's fdinfo while it runs; the verifier's count depends on the "
+                 "settings it prunes)",
+              ["configuration: program", "xlated bytes", "verified insns"] +
+              (["baseline xlated bytes", "baseline verified insns"] if base else []), rows)
     c = res.get("compare")
     if c:
         base = res["meta"].get("baseline", {})
@@ -1259,8 +1357,8 @@ def main():
                     help="where latest.{json,md,png} go (default bench/results; with --smoke "
                          "a temporary directory)")
     ap.add_argument("--only", default=None,
-                    help="comma-separated sections: ns,throughput,ring,daemon,pool,user,offcpu,compare (default: "
-                         "all; compare only with --baseline-stackmapd)")
+                    help="comma-separated sections: ns,throughput,ring,daemon,pool,user,offcpu,progs,compare "
+                         "(default: all; compare only with --baseline-stackmapd)")
     ap.add_argument("--baseline-stackmapd", metavar="BINARY",
                     help="another stackmapd build to compare this one with (section compare), "
                          "e.g. /tmp/baseline/stackmapd")
@@ -1300,7 +1398,7 @@ def main():
         a.out = (tempfile.mkdtemp(prefix="stackmapd-bench-smoke-") if a.smoke
                  else os.path.join(HERE, "results"))
     if a.only is None:
-        a.only = "ns,throughput,ring,daemon,pool,user,offcpu" + (",compare" if a.baseline_stackmapd else "")
+        a.only = "ns,throughput,ring,daemon,pool,user,offcpu,progs" + (",compare" if a.baseline_stackmapd else "")
     b = a.build_dir
     bins = {"stackmapd": f"{b}/stackmapd", "alloc_loop": f"{b}/bench/alloc_loop",
             "bare_stack": f"{b}/bench/bare_stack", "drain_bench": f"{b}/bench/drain_bench"}
@@ -1352,6 +1450,8 @@ def main():
              "offcpu": ("--offcpu next to plain counting", "offcpu", bench_offcpu),
              "user": ("--user-stacks next to kernel stacks only", "user_stacks",
                       bench_user_stacks),
+             "progs": ("BPF programs: xlated bytes and verified instructions", "bpf_programs",
+                       bench_progs),
              "compare": ("this build against the baseline", "compare", bench_compare)}
     for s in sections:
         if s not in known:

@@ -62,6 +62,7 @@ static __u32 replay_epoch;
  * consumer's per-batch ordering (for snapshots) leaves it alone. */
 static __always_inline void fill_record(struct smt_count_record *rec, __u32 id, __u32 epoch)
 {
+	rec->event.kind = SMT_RECORD_COUNT;
 	rec->event.stack_id = id;
 	rec->event.epoch = epoch;
 	rec->event.tgid = 1;

@@ -49,8 +49,8 @@ static __always_inline __u32 thread_name(struct smt_globals *g, struct smt_batch
 		id = *known;
 		goto remember;
 	}
+	rec->kind = SMT_RECORD_NAME;
 	rec->name = id;
-	rec->reserved = 0;
 	__builtin_memcpy(rec->comm, key.comm.comm, sizeof(rec->comm));
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	f->ring_bytes += sizeof(*rec) + BPF_RINGBUF_HDR_SZ;
@@ -103,13 +103,13 @@ static __always_inline void submit(const volatile struct smt_config *cfg, struct
 	b->counters.ring_bytes += size + BPF_RINGBUF_HDR_SZ;
 }
 
-/* Every field but the weight. */
+/* Every field but the weight (the fifth word). */
 static __always_inline int same_key(const struct smt_event_record *a,
 				    const struct smt_event_record *b)
 {
 	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
 
-	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[4] == y[4] && x[5] == y[5];
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[5] == y[5];
 }
 
 static __always_inline __u32 entry_of(const struct smt_event_record *e)
@@ -139,6 +139,7 @@ static __always_inline enum smt_counter add_to_batch(const volatile struct smt_c
 		if (!rec)
 			return SMC_DROP_RINGBUF_FULL;
 		rec->event = slot->event;
+		rec->event.kind = SMT_RECORD_COUNT;
 		rec->count = slot->count;
 		rec->seq = SMT_BATCH_SEQ(batch, ++b->sent);
 		submit(cfg, b, rec, sizeof(*rec));
@@ -159,6 +160,7 @@ static __always_inline int send_stack(const volatile struct smt_config *cfg, str
 	if (!r)
 		return 0;
 	r->counts.event = *e;
+	r->counts.event.kind = SMT_RECORD_STACK;
 	r->counts.count = count;
 	r->counts.seq = count ? SMT_BATCH_SEQ(batch, ++b->sent) : 0;
 	r->nr = nr;

@@ -39,6 +39,7 @@ static __always_inline void fill_event(const volatile struct smt_config *cfg,
 {
 	__u64 id = bpf_get_current_pid_tgid();
 
+	e->kind = SMT_RECORD_NONE; /* set by whichever record sends it */
 	e->stack_id = stack_id;
 	e->epoch = epoch;
 	e->tgid = id >> 32;
@@ -49,7 +50,6 @@ static __always_inline void fill_event(const volatile struct smt_config *cfg,
 	e->source = source;
 	e->cpu = bpf_get_smp_processor_id();
 	e->user_stack_id = SMT_NO_USER_STACK;
-	e->reserved = 0;
 }
 
 /* In the write window: where a captured event goes. Returns its outcome. */

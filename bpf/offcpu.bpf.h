@@ -37,6 +37,7 @@ static __always_inline enum smt_counter send_event(const volatile struct smt_con
 	if (!r)
 		return SMC_DROP_RINGBUF_FULL;
 	*r = *e;
+	r->kind = SMT_RECORD_EVENT;
 	submit(cfg, b, r, sizeof(*r));
 	return SMC_HITS;
 }
@@ -60,6 +61,7 @@ static __always_inline void switch_in(void *ctx, const volatile struct smt_confi
 		return;
 	state = *(volatile __u32 *)&g->shared.state;
 	epoch = SMT_STATE_EPOCH(state);
+	e.kind = SMT_RECORD_NONE;
 	e.stack_id = s.stack_id;
 	e.epoch = epoch;
 	e.tgid = s.tgid;
@@ -70,7 +72,6 @@ static __always_inline void switch_in(void *ctx, const volatile struct smt_confi
 	e.source = s.source;
 	e.cpu = s.cpu;
 	e.user_stack_id = s.user_stack_id;
-	e.reserved = 0;
 
 	batch_write_begin(b);
 	cnt = b->counters.epoch[epoch & 1];

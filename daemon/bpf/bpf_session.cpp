@@ -269,8 +269,17 @@ void BpfSession::close_open_blocks() {
     if (bpf_map_lookup_elem(fd, &tid, &s) != 0 || s.epoch != epoch() || s.ts_ns > now_ns ||
         now_ns - s.ts_ns < min_block_ns_)
       continue;
-    blocks.push_back({s.stack_id, s.epoch, s.tgid, tid, s.cgroup_id, now_ns - s.ts_ns, s.name,
-                      s.source, s.cpu, s.user_stack_id, 0});
+    blocks.push_back({.kind = SMT_RECORD_NONE,
+                      .stack_id = s.stack_id,
+                      .epoch = s.epoch,
+                      .tgid = s.tgid,
+                      .tid = tid,
+                      .user_stack_id = s.user_stack_id,
+                      .cgroup_id = s.cgroup_id,
+                      .weight = now_ns - s.ts_ns,
+                      .name = s.name,
+                      .source = s.source,
+                      .cpu = s.cpu});
     inserted.push_back(s.inserted != 0);
   }
   consumer_.close_blocks(blocks, inserted);

@@ -197,20 +197,21 @@ void RingConsumer::on_stack(const smt_stack_record& r) {
 
 int RingConsumer::on_record(void* ctx, void* data, size_t size) {
   auto* self = static_cast<RingConsumer*>(ctx);
-  if (size == sizeof(smt_count_record) && !self->trace_records_) {
+  const uint32_t kind = smt_record_kind(data, size);
+  if (kind == SMT_RECORD_COUNT && !self->trace_records_) {
     const auto c = record_at<smt_count_record>(data);
     if (!self->held(data, size, c.seq)) self->on_count(c);
-  } else if (size == sizeof(smt_name_record)) {
+  } else if (kind == SMT_RECORD_NAME) {
     const auto n = record_at<smt_name_record>(data);
     const std::string_view comm(n.comm, strnlen(n.comm, sizeof(n.comm)));
     self->names_[n.name] = self->store_.strings().intern(comm);
     self->last_name_ = {};
-  } else if (size == sizeof(smt_stack_record)) {
+  } else if (kind == SMT_RECORD_STACK) {
     const auto r = record_at<smt_stack_record>(data);
     if (r.counts.count == 0 || !self->held(data, size, r.counts.seq)) self->on_stack(r);
-  } else if (self->trace_records_ && size % 8 == 4 && size >= SMT_TRACE_HEADER) {
+  } else if (kind == SMT_RECORD_TRACE && self->trace_records_) {
     self->on_trace_buf(data, size);
-  } else if (size == sizeof(smt_event_record) && self->trace_records_) {
+  } else if (kind == SMT_RECORD_EVENT && self->trace_records_) {
     self->count_event(record_at<smt_event_record>(data), 1);  // an --offcpu block
   } else {
     ++self->bad_records_;
@@ -227,7 +228,7 @@ void RingConsumer::take_trace(const smt_trace_record& r) {
 // A buffer sent whole: the rest of what was read of it in place.
 void RingConsumer::on_trace_buf(const void* data, size_t size) {
   struct {
-    uint32_t seq, bytes, events;
+    uint32_t kind, seq, bytes, events;
   } head;  // smt_trace_buf's first fields; data[] is read where it is
   static_assert(sizeof(head) == SMT_TRACE_HEADER && offsetof(smt_trace_buf, data) == sizeof(head));
   std::memcpy(&head, data, sizeof(head));

@@ -46,6 +46,7 @@ bool read_trace_entry(const TraceCursor& c, const char* data, uint32_t bytes, ui
     e.weight = u64_at(data + at);
     at += 8;
   }
+  e.kind = SMT_RECORD_NONE;
   e.stack_id = te.stack_id;
   e.epoch = who.epoch;
   e.tgid = who.tgid;
@@ -55,7 +56,6 @@ bool read_trace_entry(const TraceCursor& c, const char* data, uint32_t bytes, ui
   e.source = who.source;
   e.cpu = cpu;
   e.user_stack_id = who.user_stack_id;
-  e.reserved = 0;
   r.raw_len = te.raw_len;
   r.reserved = 0;
   std::memcpy(r.raw, data + at, te.raw_len);
