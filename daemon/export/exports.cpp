@@ -159,16 +159,8 @@ void add_breakdown(const Snapshot& snap, const StackRecord& s, json& out) {
     if (snap.user.enabled && !k.other && k.key.ustack != kNoUserStack)
       entry["user_stack_id"] = k.key.ustack;
     for (KeyField f : fields) {
-      const char* name = key_name(f);
-      switch (f) {
-        case KeyField::pid: entry[name] = k.key.pid; break;
-        case KeyField::tid: entry[name] = k.key.tid; break;
-        case KeyField::cpu: entry[name] = k.key.cpu; break;
-        case KeyField::comm: entry[name] = k.key.comm; break;
-        case KeyField::cgroup: entry[name] = k.key.cgroup; break;
-        case KeyField::unit: entry[name] = k.key.unit; break;
-        case KeyField::source: entry[name] = k.key.source; break;
-      }
+      const KeyFieldInfo& info = key_field(f);
+      entry[info.name] = info.numeric() ? json(k.key.*info.number) : json(k.key.*info.text);
     }
     entry["count"] = k.count;
     if (weighted) entry["sum"] = k.weight;

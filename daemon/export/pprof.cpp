@@ -89,33 +89,17 @@ struct Label {
   auto operator<=>(const Label&) const = default;
 };
 
-// A numeric label's unit: Go's decoder drops a numeric 0 that has none.
-const char* num_unit(KeyField f) {
-  switch (f) {
-    case KeyField::pid: return "pid";
-    case KeyField::tid: return "tid";
-    case KeyField::cpu: return "cpu";
-    default: return nullptr;
-  }
-}
-
 std::vector<Label> labels_of(const KeyCount& k, const std::vector<KeyField>& fields,
                              Strings& strings) {
   if (fields.empty()) return {};
   if (k.other) return {{strings.id("other"), strings.id("true"), 0, 0}};
   std::vector<Label> labels;
   for (KeyField f : fields) {
-    Label l{strings.id(key_name(f)), 0, 0, 0};
-    switch (f) {
-      case KeyField::pid: l.num = k.key.pid; break;
-      case KeyField::tid: l.num = k.key.tid; break;
-      case KeyField::cpu: l.num = k.key.cpu; break;
-      case KeyField::comm: l.str = strings.id(k.key.comm); break;
-      case KeyField::cgroup: l.str = strings.id(k.key.cgroup); break;
-      case KeyField::unit: l.str = strings.id(k.key.unit); break;
-      case KeyField::source: l.str = strings.id(k.key.source); break;
-    }
-    if (const char* unit = num_unit(f)) l.num_unit = strings.id(unit);
+    const KeyFieldInfo& info = key_field(f);
+    Label l{strings.id(info.name), 0, 0, 0};
+    if (info.numeric()) l.num = k.key.*info.number;
+    else l.str = strings.id(k.key.*info.text);
+    if (const char* unit = info.label_unit()) l.num_unit = strings.id(unit);
     labels.push_back(l);
   }
   return labels;
