@@ -12,9 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "daemon/export/flamegraph.h"
-#include "daemon/export/fsmb.h"
 #include "daemon/export/json_text.h"
+#include "daemon/export/output_plan.h"
 #include "daemon/export/staged_files.h"
 #include "daemon/export/user_binaries.h"
 #include "daemon/export/utf8_text.h"
@@ -281,17 +280,6 @@ void write_file_atomic(const std::string& path, const std::string& content, mode
   file.commit();
 }
 
-void write_flame_outputs(const std::vector<SymbolizedStack>& stacks, const std::string& folded,
-                         const std::string& svg, const std::string& title, std::ostream& out) {
-  if (folded == "-") out << format_folded(stacks);
-  else if (!folded.empty()) write_file_atomic(folded, format_folded(stacks), 0640);
-  if (!svg.empty()) {
-    FlameGraphOptions opt;
-    opt.title = title;
-    write_file_atomic(svg, render_flamegraph_svg(stacks, opt), 0640);
-  }
-}
-
 void check_writable_parent(const std::string& path, const char* option) {
   if (path.empty() || path == "-") return;
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
@@ -306,12 +294,10 @@ void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms*
   constexpr mode_t kPrivate = 0640;
   // All written before any replaces its old one: the set is of one snapshot.
   StagedFiles set;
-  set.add(dir + "/stack_map_bin", fsmb_encode(snap.stacks), kPrivate, group);
-  set.add(dir + "/stack_map.json", format_json(snap, ksyms), kPrivate, group);
-  set.add(dir + "/stack_map", format_stack_map(snap.stacks, ksyms), kPrivate, group);
-  set.add(dir + "/stack_map_stat", format_stat(snap.stats), kPrivate, group);
-  if (!snap.kernel.release.empty())
-    set.add(dir + "/stack_map.kernel", snap.kernel.to_text(), kPrivate, group);
+  OutputContext ctx(snap, ksyms);
+  for (const OutputSpec& o : output_registry())
+    if (o.dir_file && (!o.needs_kernel_info || !snap.kernel.release.empty()))
+      set.add(dir + "/" + o.dir_file, o.render(ctx), kPrivate, group);
   set.commit();
   if (snap.user.enabled) save_user_binaries(dir, snap.user, group);
 }

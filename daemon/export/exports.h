@@ -4,7 +4,8 @@
 // a Kallsyms (daemon/symbols/) become the exports of DESIGN.md: stack_map
 // (text), stack_map_stat, stack_map_bin (FSMB v2, fsmb.h) and stack_map.json,
 // flame graphs (flamegraph.h); the --top view and the per-key breakdown are
-// in breakdown.h. decode.h reads them back.
+// in breakdown.h; which of them a run writes, output_plan.h. decode.h reads
+// them back.
 // Files are replaced atomically: written to a temporary file in the same
 // directory, then renamed.
 #pragma once
@@ -12,7 +13,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -23,7 +23,6 @@
 namespace stackmapd {
 
 class Kallsyms;
-struct SymbolizedStack;  // flamegraph.h
 
 // `ksyms` may be null: frames then print as raw addresses.
 std::string symbolize(uint64_t ip, const Kallsyms* ksyms);
@@ -46,10 +45,6 @@ void prepare_output_dir(const std::string& dir);
 constexpr gid_t kNoGroup = static_cast<gid_t>(-1);
 void write_file_atomic(const std::string& path, const std::string& content, mode_t mode,
                        gid_t group = kNoGroup);
-// --folded FILE ('-': `out`) and --svg FILE of `stacks`, each when not empty.
-// Written 0640 like the exports: unresolved frames are raw addresses.
-void write_flame_outputs(const std::vector<SymbolizedStack>& stacks, const std::string& folded,
-                         const std::string& svg, const std::string& title, std::ostream& out);
 // Before a session or a decode: `path` (given with `option`) can be created.
 // Nothing to check for "" or "-". Throws Error naming the option and the directory.
 void check_writable_parent(const std::string& path, const char* option);
