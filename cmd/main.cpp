@@ -94,7 +94,7 @@ OutputPlan session_outputs(const TraceArgs& args) {
         "wrote the pprof profile to " + args.pprof + " (go tool pprof -top " + args.pprof + ")");
   if (args.top) plan.add(OutputKind::top);
   else if (args.output.empty() && args.folded != "-" && args.pprof.empty())
-    plan.add(OutputKind::stack_map);
+    plan.add(OutputKind::text);
   return plan;
 }
 

@@ -84,7 +84,7 @@ void decode(const DecodeOptions& o, std::ostream& out) {
     if (stacks.size() > *o.top) stacks.resize(*o.top);
   }
   if (o.folded != "-" && o.pprof.empty())
-    plan.add(o.json ? OutputKind::stacks_json : OutputKind::stack_map);
+    plan.add(o.json ? OutputKind::stacks_json : OutputKind::text);
   OutputContext ctx(snap, ks);
   ctx.title = title;
   plan.write(ctx, out);

@@ -25,13 +25,13 @@ std::string flame_svg(OutputContext& ctx) {
 }
 
 // The registry: one entry per output, in OutputKind's order (a plan's order).
-constexpr std::array<OutputSpec, 11> kOutputs = {{
+constexpr std::array<OutputSpec, 12> kOutputs = {{
     {K::exports, "--output", nullptr, Target::directory, nullptr, false, nullptr},
     {K::fsmb, "stack_map_bin", nullptr, Target::file, "stack_map_bin", false,
      [](OutputContext& c) { return fsmb_encode(c.snap.stacks); }},
     {K::json, "stack_map.json", nullptr, Target::file, "stack_map.json", false,
      [](OutputContext& c) { return format_json(c.snap, c.ksyms); }},
-    {K::stack_map, "stack_map", nullptr, Target::stream, "stack_map", false,
+    {K::stack_map, "stack_map", nullptr, Target::file, "stack_map", false,
      [](OutputContext& c) { return format_stack_map(c.snap.stacks, c.ksyms); }},
     {K::stat, "stack_map_stat", nullptr, Target::file, "stack_map_stat", false,
      [](OutputContext& c) { return format_stat(c.snap.stats); }},
@@ -44,6 +44,8 @@ constexpr std::array<OutputSpec, 11> kOutputs = {{
      [](OutputContext& c) { return encode_pprof(c.snap, c.namer(), c.pprof); }},
     {K::top, "--top", nullptr, Target::stream, nullptr, false,
      [](OutputContext& c) { return format_top(c.snap, c.top, c.ksyms, c.names); }},
+    {K::text, "stack_map", nullptr, Target::stream, nullptr, false,
+     [](OutputContext& c) { return format_stack_map(c.snap.stacks, c.ksyms); }},
     {K::stacks_json, "--json", nullptr, Target::stream, nullptr, false,
      [](OutputContext& c) { return format_stacks_json(c.snap.stacks, c.ksyms); }},
 }};

@@ -37,13 +37,14 @@ enum class OutputKind : uint8_t {
   exports,      // --output DIR: the export directory's files (write_exports)
   fsmb,         // stack_map_bin
   json,         // stack_map.json
-  stack_map,    // the text export, also the default view on the stream
+  stack_map,    // the text export
   stat,         // stack_map_stat
   kernel,       // stack_map.kernel, when the snapshot has kernel info
   folded,       // --folded FILE, "-": the stream
   svg,          // --svg FILE
   pprof,        // --pprof FILE
   top,          // --top N on the stream
+  text,         // the text export on the stream: the view when nothing else is asked
   stacks_json,  // decode --json: the stacks as JSON on the stream
 };
 

@@ -6,7 +6,6 @@
 #include <unordered_map>
 
 #include "daemon/export/breakdown.h"
-#include "daemon/export/exports.h"
 #include "daemon/export/gzip.h"
 #include "daemon/export/proto_wire.h"
 #include "daemon/export/utf8_text.h"
@@ -361,11 +360,6 @@ FrameNamer kallsyms_namer(const Kallsyms* ksyms) {
 
 std::string encode_pprof(const Snapshot& snap, const FrameNamer& names, const PprofOptions& opt) {
   return Encoder(snap, names, opt).encode();
-}
-
-void write_pprof(const std::string& path, const Snapshot& snap, const FrameNamer& names,
-                 const PprofOptions& opt) {
-  write_file_atomic(path, encode_pprof(snap, names, opt), 0640);
 }
 
 }  // namespace stackmapd
