@@ -20,7 +20,6 @@
 #include "daemon/sys/error.h"
 #include "daemon/sys/runtime_lock.h"
 #include "daemon/sys/stale_socket.h"
-#include "daemon/tracefs/event_format.h"
 
 namespace stackmapd {
 

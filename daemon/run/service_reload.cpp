@@ -10,7 +10,6 @@
 #include "daemon/run/service_impl.h"
 #include "daemon/run/session_setup.h"
 #include "daemon/sys/error.h"
-#include "daemon/tracefs/event_format.h"
 
 namespace stackmapd {
 
