@@ -30,7 +30,7 @@ constexpr std::array<OutputSpec, 12> kOutputs = {{
     {K::fsmb, "stack_map_bin", nullptr, Target::file, "stack_map_bin", false,
      [](OutputContext& c) { return fsmb_encode(c.snap.stacks); }},
     {K::json, "stack_map.json", nullptr, Target::file, "stack_map.json", false,
-     [](OutputContext& c) { return format_json(c.snap, c.ksyms); }},
+     [](OutputContext& c) { return format_json(c.snap, c.ksyms, c.json); }},
     {K::stack_map, "stack_map", nullptr, Target::file, "stack_map", false,
      [](OutputContext& c) { return format_stack_map(c.snap.stacks, c.ksyms); }},
     {K::stat, "stack_map_stat", nullptr, Target::file, "stack_map_stat", false,

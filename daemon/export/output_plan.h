@@ -9,9 +9,11 @@
 // entries that name a file there. A new output is one entry and one line in
 // the plan builder of each command that offers it.
 //
-// Outputs written while a session runs (--trace, --perfetto: per event) and
-// the service's HTTP views (daemon/run/http_endpoints.h) are not snapshots'
-// and stay with their writers.
+// The service writes the export directory's set, and its HTTP endpoints
+// (daemon/run/http_endpoints.h) make the JSON export and pprof through the
+// registry too. Outputs written while a session runs (--trace, --perfetto:
+// per event), the live page and the metrics (daemon/http/, above this stage)
+// stay with their writers.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "daemon/export/breakdown.h"
+#include "daemon/export/exports.h"
 #include "daemon/export/flamegraph.h"
 #include "daemon/export/pprof.h"
 #include "daemon/model/snapshot.h"
@@ -60,6 +63,7 @@ class OutputContext {
   const Kallsyms* ksyms;       // may be null: raw addresses
   const FunctionNames* names;  // read where there is no ksyms; may be null
   std::string title;           // the flame graph's
+  JsonOptions json;            // stack_map.json's
   PprofOptions pprof;
   size_t top = 0;  // --top's N, 0: all
 
