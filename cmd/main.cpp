@@ -16,8 +16,7 @@
 #include "daemon/export/breakdown.h"
 #include "daemon/export/decode.h"
 #include "daemon/export/exports.h"
-#include "daemon/export/flamegraph.h"
-#include "daemon/export/pprof.h"
+#include "daemon/export/output_plan.h"
 #include "daemon/run/config.h"
 #include "daemon/run/control.h"
 #include "daemon/run/options.h"
@@ -84,6 +83,35 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt) {
   return trace_tracefs(opt.session.events, opt.duration_s, opt.drain_interval_ms);
 }
 
+// What the session writes at its end, in the registry's order (output_plan.h).
+OutputPlan session_outputs(const TraceArgs& args) {
+  OutputPlan plan;
+  if (!args.output.empty())
+    plan.add(OutputKind::exports, args.output,
+             "wrote stack_map, stack_map_stat, stack_map_bin, stack_map.json to " + args.output);
+  if (!args.folded.empty()) plan.add(OutputKind::folded, args.folded);
+  if (!args.svg.empty()) plan.add(OutputKind::svg, args.svg);
+  if (!args.pprof.empty())
+    plan.add(
+        OutputKind::pprof, args.pprof,
+        "wrote the pprof profile to " + args.pprof + " (go tool pprof -top " + args.pprof + ")");
+  if (args.top) plan.add(OutputKind::top);
+  else if (args.output.empty() && args.folded != "-" && args.pprof.empty())
+    plan.add(OutputKind::text);
+  return plan;
+}
+
+// The flame graph's title: what was traced.
+std::string flame_title(const TraceArgs& args) {
+  std::string title;
+  for (const auto& e : args.events) title += (title.empty() ? "" : ", ") + e;
+  for (const auto& f : args.functions) title += (title.empty() ? "" : ", ") + f;
+  if (args.profile_hz)
+    title += (title.empty() ? "" : ", ") + ("profile " + std::to_string(args.profile_hz) + " Hz");
+  if (args.offcpu) title += (title.empty() ? "" : ", ") + std::string("off-CPU time");
+  return title.empty() ? "kmem:kmem_cache_alloc" : title;
+}
+
 int run_trace(const TraceArgs& args) {
   // `--top N` alone asks the running daemon, like `stackmapd ctl top N`.
   if (args.top && args.events.empty() && args.functions.empty() && !args.profile_hz &&
@@ -101,9 +129,8 @@ int run_trace(const TraceArgs& args) {
   opt.function_patterns = args.functions;
   opt.trace_path = args.trace;
   opt.perfetto_path = args.perfetto;
-  check_writable_parent(args.folded, "--folded");
-  check_writable_parent(args.svg, "--svg");
-  check_writable_parent(args.pprof, "--pprof");
+  const OutputPlan plan = session_outputs(args);
+  plan.check_writable();
   // NaN fails both comparisons, 1e400 (inf) the second.
   if (args.duration && !(*args.duration > 0 && *args.duration <= kMaxDurationS))
     throw Error("--duration must be more than 0 seconds and at most " +
@@ -118,47 +145,19 @@ int run_trace(const TraceArgs& args) {
   std::optional<Kallsyms> ksyms = load_host_symbols();
   const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
   snap.kernel = probe_kernel_info_lowering_kptr_restrict(ks);
+  OutputContext ctx(snap, ks);
+  ctx.title = flame_title(args);
+  ctx.top = args.top.value_or(0);
+  ctx.pprof.profile_hz = args.profile_hz;
+  ctx.pprof.time_nanos = std::chrono::nanoseconds(started.time_since_epoch()).count();
+  ctx.pprof.duration_nanos = std::chrono::nanoseconds(ended - started).count();
   // The session is over and cannot be had again: an output that fails (a full
   // disk) is said in one line, the others are still written, and the exit says so.
   bool failed = false;
-  const auto output = [&](const char* what, const auto& write) {
-    try {
-      write();
-    } catch (const std::exception& e) {
-      spdlog::error("{} not written: {}", what, e.what());
-      failed = true;
-    }
-  };
-  if (!args.output.empty())
-    output("--output", [&] {
-      write_exports(args.output, snap, ks);
-      spdlog::info("wrote stack_map, stack_map_stat, stack_map_bin, stack_map.json to {}",
-                   args.output);
-    });
-  if (!args.folded.empty() || !args.svg.empty()) {
-    std::string title;
-    for (const auto& e : args.events) title += (title.empty() ? "" : ", ") + e;
-    for (const auto& f : args.functions) title += (title.empty() ? "" : ", ") + f;
-    if (args.profile_hz)
-      title += (title.empty() ? "" : ", ") + ("profile " + std::to_string(args.profile_hz) + " Hz");
-    if (args.offcpu) title += (title.empty() ? "" : ", ") + std::string("off-CPU time");
-    if (title.empty()) title = "kmem:kmem_cache_alloc";
-    output("--folded/--svg", [&] {
-      write_flame_outputs(flame_stacks(snap, ks), args.folded, args.svg, title, std::cout);
-    });
-  }
-  if (!args.pprof.empty())
-    output("--pprof", [&] {
-      PprofOptions p;
-      p.profile_hz = args.profile_hz;
-      p.time_nanos = std::chrono::nanoseconds(started.time_since_epoch()).count();
-      p.duration_nanos = std::chrono::nanoseconds(ended - started).count();
-      write_pprof(args.pprof, snap, kallsyms_namer(ks), p);
-      spdlog::info("wrote the pprof profile to {} (go tool pprof -top {})", args.pprof, args.pprof);
-    });
-  if (args.top) output("--top", [&] { std::cout << format_top(snap, *args.top, ks); });
-  else if (args.output.empty() && args.folded != "-" && args.pprof.empty())
-    output("stack_map", [&] { std::cout << format_stack_map(snap.stacks, ks); });
+  plan.write(ctx, std::cout, [&](const char* what, const std::exception& e) {
+    spdlog::error("{} not written: {}", what, e.what());
+    failed = true;
+  });
   const TableStats& st = snap.stats;
   spdlog::info("{} events, {} unique stacks, {} dropped{}{}", st.events(), st.entries, st.drops(),
                st.pool_full() ? " (element pool full: raise --bits)" : "",

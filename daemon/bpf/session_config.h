@@ -21,10 +21,17 @@ struct OffcpuConfig {
   // Where sched_switch's record holds them (its tracefs format file).
   uint16_t next_pid_offset = 0;
   uint16_t prev_state_offset = 0;
+  bool operator==(const OffcpuConfig&) const = default;
 };
 
-struct SessionConfig {
-  std::vector<Tracepoint> events;
+// Everything a session fixes when it loads: the table's size and where it is
+// pinned, the ring buffer, what each record carries and how events are counted
+// and attributed, and the sources other than tracepoints. Two configs with
+// equal TableConfigs can hand a running session over by re-attaching its
+// tracepoints (the service's reload); any other difference needs a new
+// session. A new option that fixes something at load belongs here, and so
+// takes part in that comparison by construction.
+struct TableConfig {
   std::vector<FunctionTarget> functions;  // fentry, one program per function
   uint32_t profile_hz = 0;                // CPU sampling on every online CPU; 0 = off
   bool trace = false;                     // richer records for the per-event trace
@@ -39,9 +46,6 @@ struct SessionConfig {
   // --sum: the field each tracepoint's weight comes from (Tracepoint::weight_field).
   std::string sum_field;
   std::optional<OffcpuConfig> offcpu;
-  // Code of the tracing machinery whose leading frames are cut (abi.h,
-  // smt_text_range), sorted; past SMT_MAX_STRIP ranges the rest stay.
-  std::vector<smt_text_range> machinery;
   // Pin the table's maps here and take over a compatible table found there
   // (same ids and counts after a restart). Empty: nothing pinned.
   std::string pin_dir;
@@ -50,6 +54,19 @@ struct SessionConfig {
   std::string pinned_dir;
   // --user-stacks: each event's user stack too, in a second table (abi.h).
   bool user_stacks = false;
+
+  bool operator==(const TableConfig&) const = default;
+};
+
+struct SessionConfig : TableConfig {
+  // What a running session can change by re-attaching (BpfSession::reattach).
+  std::vector<Tracepoint> events;
+  // Code of the tracing machinery whose leading frames are cut (abi.h,
+  // smt_text_range), sorted; past SMT_MAX_STRIP ranges the rest stay.
+  // Found from the events (session_setup.h), so it follows them.
+  std::vector<smt_text_range> machinery;
+
+  const TableConfig& table() const { return *this; }
 };
 
 }  // namespace stackmapd

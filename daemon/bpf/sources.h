@@ -27,6 +27,7 @@ struct Tracepoint {
 struct FunctionTarget {
   std::string name;
   bool required;  // named exactly: failing to attach is an error; from a glob: skipped
+  bool operator==(const FunctionTarget&) const = default;
 };
 
 // Expands `patterns` (names or globs like vfs_*) against the traceable

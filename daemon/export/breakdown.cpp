@@ -82,20 +82,9 @@ std::vector<std::string> key_frames(const KeySpec& keys, const KeyCount& k) {
   std::vector<std::string> frames;
   const bool merge = keys.has(KeyField::comm) && keys.has(KeyField::pid);
   for (KeyField f : keys.fields) {
-    switch (f) {
-      case KeyField::pid:
-        frames.push_back(merge ? k.key.comm + "[" + std::to_string(k.key.pid) + "]"
-                               : "pid " + std::to_string(k.key.pid));
-        break;
-      case KeyField::comm:
-        if (!merge) frames.push_back(k.key.comm);
-        break;
-      case KeyField::tid: frames.push_back("tid " + std::to_string(k.key.tid)); break;
-      case KeyField::cgroup: frames.push_back(k.key.cgroup); break;
-      case KeyField::unit: frames.push_back(k.key.unit.empty() ? "[no unit]" : k.key.unit); break;
-      case KeyField::source: frames.push_back(k.key.source); break;
-      case KeyField::cpu: frames.push_back("cpu " + std::to_string(k.key.cpu)); break;
-    }
+    if (merge && f == KeyField::pid)
+      frames.push_back(k.key.comm + "[" + std::to_string(k.key.pid) + "]");
+    else if (!(merge && f == KeyField::comm)) frames.push_back(key_field(f).frame(k.key));
   }
   return frames;
 }

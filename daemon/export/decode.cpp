@@ -11,28 +11,15 @@
 #include <ostream>
 #include <sstream>
 
-#include "daemon/export/breakdown.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/flamegraph.h"
 #include "daemon/export/json_snapshot.h"
-#include "daemon/export/pprof.h"
+#include "daemon/export/output_plan.h"
 #include "daemon/export/user_binaries.h"
 #include "daemon/model/fsmb.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
-
-namespace {
-
-// The kernel frames' names a stack_map.json gives (its "symbols").
-FrameNamer json_namer(const JsonExport& doc) {
-  return [&doc](uint64_t ip) {
-    auto it = doc.functions.find(ip);
-    return it == doc.functions.end() ? std::string() : it->second;
-  };
-}
-
-}  // namespace
 
 bool is_json_export(const std::string& path) {
   std::ifstream in(path);
@@ -43,9 +30,12 @@ bool is_json_export(const std::string& path) {
 }
 
 void decode(const DecodeOptions& o, std::ostream& out) {
-  check_writable_parent(o.folded, "--folded");
-  check_writable_parent(o.svg, "--svg");
-  check_writable_parent(o.pprof, "--pprof");
+  // What every input offers; each path below adds its view on `out`.
+  OutputPlan plan;
+  if (!o.folded.empty()) plan.add(OutputKind::folded, o.folded);
+  if (!o.svg.empty()) plan.add(OutputKind::svg, o.svg);
+  if (!o.pprof.empty()) plan.add(OutputKind::pprof, o.pprof);
+  plan.check_writable();
   const std::string title = std::filesystem::path(o.file).filename().string();
   if (is_json_export(o.file)) {
     std::ifstream in(o.file);
@@ -56,28 +46,23 @@ void decode(const DecodeOptions& o, std::ostream& out) {
     if (!o.user_symbols_from.empty() && !user_stacks)
       throw Error("--user-symbols-from: " + o.file +
                   " has no user stacks; record with --user-stacks, or drop the option");
-    if (user_stacks) {
-      JsonExport doc = read_json_export(text.str(), o.file);
-      // User frames after the kernel's: --top, --folded, --svg and --pprof from the snapshot.
-      if (!o.user_symbols_from.empty()) resymbolize_user_stacks(doc.snap.user, o.user_symbols_from);
-      if (!o.folded.empty() || !o.svg.empty())
-        write_flame_outputs(flame_stacks(doc.snap, nullptr, &doc.functions), o.folded, o.svg, title,
-                            out);
-      if (!o.pprof.empty()) write_pprof(o.pprof, doc.snap, json_namer(doc), {});
-      if (o.top || (o.folded.empty() && o.svg.empty() && o.pprof.empty()))
-        out << format_top(doc.snap, o.top.value_or(0), nullptr, &doc.functions);
-      return;
-    }
-    if (o.folded.empty() && o.svg.empty() && o.pprof.empty())
+    if (!user_stacks && plan.empty())
       throw Error(o.file +
                   " is a JSON export: decode reads it for --folded, --svg and --pprof only; "
                   "for text, decode its stack_map_bin");
-    if (!o.folded.empty() || !o.svg.empty())
-      write_flame_outputs(stacks_from_json(text.str(), o.file), o.folded, o.svg, title, out);
-    if (!o.pprof.empty()) {
-      const JsonExport doc = read_json_export(text.str(), o.file);
-      write_pprof(o.pprof, doc.snap, json_namer(doc), {});
-    }
+    // Without user stacks the flame graphs come from the frames' symbols
+    // alone, so that an export without "ips" (served over TCP) still draws.
+    JsonExport doc;
+    if (user_stacks || !o.pprof.empty()) doc = read_json_export(text.str(), o.file);
+    // User frames after the kernel's: --top, --folded, --svg and --pprof from the snapshot.
+    if (!o.user_symbols_from.empty()) resymbolize_user_stacks(doc.snap.user, o.user_symbols_from);
+    if (user_stacks && (o.top || plan.empty())) plan.add(OutputKind::top);
+    OutputContext ctx(doc.snap, nullptr, &doc.functions);
+    ctx.title = title;
+    ctx.top = o.top.value_or(0);
+    if (!user_stacks && (!o.folded.empty() || !o.svg.empty()))
+      ctx.set_flame(stacks_from_json(text.str(), o.file));
+    plan.write(ctx, out);
     return;
   }
   FsmbFile file = fsmb_read_file(o.file);
@@ -87,7 +72,10 @@ void decode(const DecodeOptions& o, std::ostream& out) {
   if (file.damage.empty())
     spdlog::info("{}: {}, {} stacks", o.file, fsmb_revision_name(file.revision),
                  file.stacks.size());
-  std::vector<StackRecord> stacks = std::move(file.stacks);
+  // An FSMB file has neither keys nor weights: one sample per stack.
+  Snapshot snap;
+  snap.stacks = std::move(file.stacks);
+  std::vector<StackRecord>& stacks = snap.stacks;
   // --top 0 means all, in file order, as stackmap_dump.py takes it.
   if (o.top && *o.top > 0) {
     std::stable_sort(stacks.begin(), stacks.end(), [](const StackRecord& a, const StackRecord& b) {
@@ -95,16 +83,11 @@ void decode(const DecodeOptions& o, std::ostream& out) {
     });
     if (stacks.size() > *o.top) stacks.resize(*o.top);
   }
-  if (!o.folded.empty() || !o.svg.empty())
-    write_flame_outputs(symbolize_stacks(stacks, ks), o.folded, o.svg, title, out);
-  // An FSMB file has neither keys nor weights: one sample per stack.
-  if (!o.pprof.empty()) {
-    Snapshot snap;
-    snap.stacks = stacks;
-    write_pprof(o.pprof, snap, kallsyms_namer(ks), {});
-  }
   if (o.folded != "-" && o.pprof.empty())
-    out << (o.json ? format_stacks_json(stacks, ks) : format_stack_map(stacks, ks));
+    plan.add(o.json ? OutputKind::stacks_json : OutputKind::text);
+  OutputContext ctx(snap, ks);
+  ctx.title = title;
+  plan.write(ctx, out);
   // Everything the file holds is out (JSON complete): only now the one line and the exit.
   if (!file.damage.empty()) throw Error(file.damage);
 }

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "daemon/export/flamegraph.h"
 #include "daemon/export/json_text.h"
+#include "daemon/export/output_plan.h"
 #include "daemon/export/user_binaries.h"
 #include "daemon/export/utf8_text.h"
 #include "daemon/model/fsmb.h"
@@ -159,16 +159,8 @@ void add_breakdown(const Snapshot& snap, const StackRecord& s, json& out) {
     if (snap.user.enabled && !k.other && k.key.ustack != kNoUserStack)
       entry["user_stack_id"] = k.key.ustack;
     for (KeyField f : fields) {
-      const char* name = key_name(f);
-      switch (f) {
-        case KeyField::pid: entry[name] = k.key.pid; break;
-        case KeyField::tid: entry[name] = k.key.tid; break;
-        case KeyField::cpu: entry[name] = k.key.cpu; break;
-        case KeyField::comm: entry[name] = k.key.comm; break;
-        case KeyField::cgroup: entry[name] = k.key.cgroup; break;
-        case KeyField::unit: entry[name] = k.key.unit; break;
-        case KeyField::source: entry[name] = k.key.source; break;
-      }
+      const KeyFieldInfo& info = key_field(f);
+      entry[info.name] = info.numeric() ? json(k.key.*info.number) : json(k.key.*info.text);
     }
     entry["count"] = k.count;
     if (weighted) entry["sum"] = k.weight;
@@ -267,28 +259,15 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms, JsonOptions
   return dump_json(doc);
 }
 
-void write_flame_outputs(const std::vector<SymbolizedStack>& stacks, const std::string& folded,
-                         const std::string& svg, const std::string& title, std::ostream& out) {
-  if (folded == "-") out << format_folded(stacks);
-  else if (!folded.empty()) write_file_atomic(folded, format_folded(stacks), 0640);
-  if (!svg.empty()) {
-    FlameGraphOptions opt;
-    opt.title = title;
-    write_file_atomic(svg, render_flamegraph_svg(stacks, opt), 0640);
-  }
-}
-
 void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms* ksyms,
                    gid_t group) {
   constexpr mode_t kPrivate = 0640;
   // All written before any replaces its old one: the set is of one snapshot.
   StagedFiles set;
-  set.add(dir + "/stack_map_bin", fsmb_encode(snap.stacks), kPrivate, group);
-  set.add(dir + "/stack_map.json", format_json(snap, ksyms), kPrivate, group);
-  set.add(dir + "/stack_map", format_stack_map(snap.stacks, ksyms), kPrivate, group);
-  set.add(dir + "/stack_map_stat", format_stat(snap.stats), kPrivate, group);
-  if (!snap.kernel.release.empty())
-    set.add(dir + "/stack_map.kernel", snap.kernel.to_text(), kPrivate, group);
+  OutputContext ctx(snap, ksyms);
+  for (const OutputSpec& o : output_registry())
+    if (o.dir_file && (!o.needs_kernel_info || !snap.kernel.release.empty()))
+      set.add(dir + "/" + o.dir_file, o.render(ctx), kPrivate, group);
   set.commit();
   if (snap.user.enabled) save_user_binaries(dir, snap.user, group);
 }

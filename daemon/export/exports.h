@@ -4,14 +4,13 @@
 // a Kallsyms (daemon/symbols/) become the exports of DESIGN.md: stack_map
 // (text), stack_map_stat, stack_map_bin (FSMB v2, fsmb.h) and stack_map.json,
 // flame graphs (flamegraph.h); the --top view and the per-key breakdown are
-// in breakdown.h. decode.h reads them back.
-// Files are replaced atomically (daemon/sys/file_io.h).
+// in breakdown.h; which of them a run writes, output_plan.h. decode.h reads
+// them back. Files are replaced atomically (daemon/sys/file_io.h).
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
-#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -23,7 +22,6 @@
 namespace stackmapd {
 
 class Kallsyms;
-struct SymbolizedStack;  // flamegraph.h
 
 // `ksyms` may be null: frames then print as raw addresses.
 std::string symbolize(uint64_t ip, const Kallsyms* ksyms);
@@ -40,10 +38,6 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms, JsonOptions
 // Stacks as JSON objects {stack_id, ref_count, depth, ips, symbols}.
 std::string format_stacks_json(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms);
 
-// --folded FILE ('-': `out`) and --svg FILE of `stacks`, each when not empty.
-// Written 0640 like the exports: unresolved frames are raw addresses.
-void write_flame_outputs(const std::vector<SymbolizedStack>& stacks, const std::string& folded,
-                         const std::string& svg, const std::string& title, std::ostream& out);
 
 // All four exports, and stack_map.kernel when the snapshot has kernel info;
 // mode 0640: raw kernel addresses defeat KASLR.

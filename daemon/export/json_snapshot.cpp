@@ -132,16 +132,9 @@ void read_user_stacks(const json& u, UserStackSet& set, const Reader& r) {
 KeyValues key_of(const json& e, const KeySpec& keys, const Reader& r, const std::string& where) {
   KeyValues k;
   for (KeyField f : keys.fields) {
-    const char* name = key_name(f);
-    switch (f) {
-      case KeyField::pid: k.pid = static_cast<uint32_t>(r.number(e, name, where)); break;
-      case KeyField::tid: k.tid = static_cast<uint32_t>(r.number(e, name, where)); break;
-      case KeyField::cpu: k.cpu = static_cast<uint32_t>(r.number(e, name, where)); break;
-      case KeyField::comm: k.comm = r.text(e, name, where); break;
-      case KeyField::cgroup: k.cgroup = r.text(e, name, where); break;
-      case KeyField::unit: k.unit = r.text(e, name, where); break;
-      case KeyField::source: k.source = r.text(e, name, where); break;
-    }
+    const KeyFieldInfo& info = key_field(f);
+    if (info.numeric()) k.*info.number = static_cast<uint32_t>(r.number(e, info.name, where));
+    else k.*info.text = r.text(e, info.name, where);
   }
   return k;
 }

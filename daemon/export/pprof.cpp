@@ -6,7 +6,6 @@
 #include <unordered_map>
 
 #include "daemon/export/breakdown.h"
-#include "daemon/export/exports.h"
 #include "daemon/export/gzip.h"
 #include "daemon/export/proto_wire.h"
 #include "daemon/export/utf8_text.h"
@@ -89,33 +88,17 @@ struct Label {
   auto operator<=>(const Label&) const = default;
 };
 
-// A numeric label's unit: Go's decoder drops a numeric 0 that has none.
-const char* num_unit(KeyField f) {
-  switch (f) {
-    case KeyField::pid: return "pid";
-    case KeyField::tid: return "tid";
-    case KeyField::cpu: return "cpu";
-    default: return nullptr;
-  }
-}
-
 std::vector<Label> labels_of(const KeyCount& k, const std::vector<KeyField>& fields,
                              Strings& strings) {
   if (fields.empty()) return {};
   if (k.other) return {{strings.id("other"), strings.id("true"), 0, 0}};
   std::vector<Label> labels;
   for (KeyField f : fields) {
-    Label l{strings.id(key_name(f)), 0, 0, 0};
-    switch (f) {
-      case KeyField::pid: l.num = k.key.pid; break;
-      case KeyField::tid: l.num = k.key.tid; break;
-      case KeyField::cpu: l.num = k.key.cpu; break;
-      case KeyField::comm: l.str = strings.id(k.key.comm); break;
-      case KeyField::cgroup: l.str = strings.id(k.key.cgroup); break;
-      case KeyField::unit: l.str = strings.id(k.key.unit); break;
-      case KeyField::source: l.str = strings.id(k.key.source); break;
-    }
-    if (const char* unit = num_unit(f)) l.num_unit = strings.id(unit);
+    const KeyFieldInfo& info = key_field(f);
+    Label l{strings.id(info.name), 0, 0, 0};
+    if (info.numeric()) l.num = k.key.*info.number;
+    else l.str = strings.id(k.key.*info.text);
+    if (const char* unit = info.label_unit()) l.num_unit = strings.id(unit);
     labels.push_back(l);
   }
   return labels;
@@ -362,8 +345,6 @@ class Encoder {
   uint64_t min_ip_ = UINT64_MAX, max_ip_ = 0;
 };
 
-uint64_t less(uint64_t after, uint64_t before) { return after > before ? after - before : 0; }
-
 }  // namespace
 
 FrameNamer kallsyms_namer(const Kallsyms* ksyms) {
@@ -379,52 +360,6 @@ FrameNamer kallsyms_namer(const Kallsyms* ksyms) {
 
 std::string encode_pprof(const Snapshot& snap, const FrameNamer& names, const PprofOptions& opt) {
   return Encoder(snap, names, opt).encode();
-}
-
-Snapshot delta_snapshot(const Snapshot& before, const Snapshot& after) {
-  std::unordered_map<uint32_t, const StackRecord*> old;
-  for (const StackRecord& s : before.stacks) old[s.stack_id] = &s;
-  Snapshot delta = after;
-  delta.stacks.clear();
-  for (const StackRecord& s : after.stacks) {
-    auto it = old.find(s.stack_id);
-    const StackRecord* b = it == old.end() ? nullptr : it->second;
-    if (b && (b->ips != s.ips || b->ref_count > s.ref_count)) b = nullptr;
-    if (!b) {
-      delta.stacks.push_back(s);
-      continue;
-    }
-    StackRecord d = s;
-    d.ref_count = s.ref_count - b->ref_count;
-    d.weight = less(s.weight, b->weight);
-    if (d.ref_count == 0) continue;
-    d.by.clear();
-    for (const KeyCount& k : s.by) {
-      KeyCount dk = k;
-      for (const KeyCount& bk : b->by)
-        if (bk.other == k.other && bk.key == k.key) {
-          dk.count = less(k.count, bk.count);
-          dk.weight = less(k.weight, bk.weight);
-          break;
-        }
-      if (dk.count) d.by.push_back(std::move(dk));
-    }
-    // StackRecord's order: by weight, then count, the `other` entry last.
-    std::stable_sort(d.by.begin(), d.by.end(), [](const KeyCount& x, const KeyCount& y) {
-      if (x.other != y.other) return y.other;
-      return x.weight != y.weight ? x.weight > y.weight : x.count > y.count;
-    });
-    delta.stacks.push_back(std::move(d));
-  }
-  if (before.stats.resets == after.stats.resets)
-    for (int c = 0; c < SMC_NR; ++c)
-      delta.stats.counters[c] = less(after.stats.counters[c], before.stats.counters[c]);
-  return delta;
-}
-
-void write_pprof(const std::string& path, const Snapshot& snap, const FrameNamer& names,
-                 const PprofOptions& opt) {
-  write_file_atomic(path, encode_pprof(snap, names, opt), 0640);
 }
 
 }  // namespace stackmapd

@@ -69,8 +69,4 @@ std::string encode_pprof(const Snapshot& snap, const FrameNamer& names, const Pp
 // `before`'s when no reset came between.
 Snapshot delta_snapshot(const Snapshot& before, const Snapshot& after);
 
-// encode_pprof to `path`, atomically, mode 0640 (it holds raw addresses).
-void write_pprof(const std::string& path, const Snapshot& snap, const FrameNamer& names,
-                 const PprofOptions& opt);
-
 }  // namespace stackmapd

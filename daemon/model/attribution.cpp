@@ -10,11 +10,40 @@ namespace stackmapd {
 
 namespace {
 
-constexpr std::array<const char*, 7> kNames = {"pid",  "tid",    "comm", "cgroup",
-                                               "unit", "source", "cpu"};
+using Ev = KeyFieldInfo::Event;
+
+// In KeyField's order.
+constexpr std::array<KeyFieldInfo, 7> kFields = {{
+    {KeyField::pid, "pid", Ev::number, [](const EventKey& k) { return k.pid; },
+     [](EventKey& k, uint32_t v) { k.pid = v; }, &KeyValues::pid, nullptr, "pid ", nullptr},
+    {KeyField::tid, "tid", Ev::number, [](const EventKey& k) { return k.tid; },
+     [](EventKey& k, uint32_t v) { k.tid = v; }, &KeyValues::tid, nullptr, "tid ", nullptr},
+    {KeyField::comm, "comm", Ev::string_id, [](const EventKey& k) { return k.comm; },
+     [](EventKey& k, uint32_t v) { k.comm = v; }, nullptr, &KeyValues::comm, nullptr, nullptr},
+    {KeyField::cgroup, "cgroup", Ev::string_id, [](const EventKey& k) { return k.cgroup; },
+     [](EventKey& k, uint32_t v) { k.cgroup = v; }, nullptr, &KeyValues::cgroup, nullptr, nullptr},
+    {KeyField::unit, "unit", Ev::string_id, [](const EventKey& k) { return k.unit; },
+     [](EventKey& k, uint32_t v) { k.unit = v; }, nullptr, &KeyValues::unit, nullptr, "[no unit]"},
+    {KeyField::source, "source", Ev::source_index,
+     [](const EventKey& k) { return uint32_t{k.source}; },
+     [](EventKey& k, uint32_t v) { k.source = static_cast<uint16_t>(v); }, nullptr,
+     &KeyValues::source, nullptr, nullptr},
+    {KeyField::cpu, "cpu", Ev::number, [](const EventKey& k) { return uint32_t{k.cpu}; },
+     [](EventKey& k, uint32_t v) { k.cpu = static_cast<uint16_t>(v); }, &KeyValues::cpu, nullptr,
+     "cpu ", nullptr},
+}};
+
+constexpr bool in_enum_order() {
+  for (size_t i = 0; i < kFields.size(); ++i)
+    if (static_cast<size_t>(kFields[i].field) != i) return false;
+  return true;
+}
+static_assert(in_enum_order());
 
 [[noreturn]] void bad_list(const std::string& problem) {
-  throw Error(problem + ": use a comma list of pid, tid, comm, cgroup, unit, source, cpu");
+  std::string names;
+  for (const KeyFieldInfo& f : kFields) names += (names.empty() ? "" : ", ") + std::string(f.name);
+  throw Error(problem + ": use a comma list of " + names);
 }
 
 std::string_view trim(std::string_view s) {
@@ -25,7 +54,18 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
-const char* key_name(KeyField f) { return kNames[static_cast<size_t>(f)]; }
+const KeyFieldInfo& key_field(KeyField f) { return kFields[static_cast<size_t>(f)]; }
+
+std::string KeyFieldInfo::frame(const KeyValues& k) const {
+  if (numeric()) return frame_prefix + std::to_string(k.*number);
+  const std::string& value = k.*text;
+  return value.empty() && empty_frame ? empty_frame : value;
+}
+
+int KeyFieldInfo::compare(const KeyValues& a, const KeyValues& b) const {
+  auto cmp = [](const auto& x, const auto& y) { return x < y ? -1 : y < x ? 1 : 0; };
+  return numeric() ? cmp(a.*number, b.*number) : cmp(a.*text, b.*text);
+}
 
 KeySpec KeySpec::parse(std::string_view list) {
   KeySpec spec;
@@ -34,9 +74,10 @@ KeySpec KeySpec::parse(std::string_view list) {
     size_t comma = list.find(',', start);
     std::string_view item = trim(list.substr(start, comma - start));
     if (item.empty()) bad_list("empty --by key in '" + std::string(list) + "'");
-    auto it = std::find(kNames.begin(), kNames.end(), item);
-    if (it == kNames.end()) bad_list("unknown --by key '" + std::string(item) + "'");
-    auto field = static_cast<KeyField>(it - kNames.begin());
+    auto it = std::find_if(kFields.begin(), kFields.end(),
+                           [&](const KeyFieldInfo& f) { return f.name == item; });
+    if (it == kFields.end()) bad_list("unknown --by key '" + std::string(item) + "'");
+    const KeyField field = it->field;
     if (spec.has(field)) bad_list("--by key '" + std::string(item) + "' given twice");
     spec.fields.push_back(field);
     if (comma == std::string_view::npos) return spec;

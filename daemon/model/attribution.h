@@ -11,10 +11,47 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/model/stack_record.h"
+
 namespace stackmapd {
 
+struct EventKey;
+
 enum class KeyField : uint8_t { pid, tid, comm, cgroup, unit, source, cpu };
-const char* key_name(KeyField f);  // "pid", ...
+
+// Everything the daemon knows about one key field, in one place: every
+// reader and writer of keys (the store, the exports, decode) goes through
+// this table, so a new field is one entry here and one member in EventKey
+// and KeyValues.
+struct KeyFieldInfo {
+  // What EventKey holds for the field: the value itself, a StringTable id,
+  // or an index into the snapshot's sources.
+  enum class Event : uint8_t { number, string_id, source_index };
+
+  KeyField field;
+  const char* name;  // --by's word, the JSON key, the pprof label's key
+  Event event;
+  uint32_t (*read)(const EventKey& k);
+  void (*write)(EventKey& k, uint32_t value);  // truncated to the member's width
+  // KeyValues' member: exactly one of them is set.
+  uint32_t KeyValues::*number;
+  std::string KeyValues::*text;
+  // A number as a flame graph frame reads it ("pid 812"); a string stands as it is.
+  const char* frame_prefix;
+  const char* empty_frame;  // the frame of an empty string; null: the empty string
+
+  bool numeric() const { return number != nullptr; }
+  // pprof's num_unit of a numeric label: Go's decoder drops a numeric 0
+  // that has none. The field's name, as "pid" for pids.
+  const char* label_unit() const { return numeric() ? name : nullptr; }
+  // The field of `k` as one flame graph frame ("pid 812", "[no unit]").
+  std::string frame(const KeyValues& k) const;
+  // Negative, zero or positive as a's value orders before, with or after b's.
+  int compare(const KeyValues& a, const KeyValues& b) const;
+};
+
+const KeyFieldInfo& key_field(KeyField f);
+inline const char* key_name(KeyField f) { return key_field(f).name; }  // "pid", ...
 
 struct KeySpec {
   std::vector<KeyField> fields;  // in the order the user gave, no duplicates

@@ -12,33 +12,8 @@ namespace {
 
 EventKey mask_of(const KeySpec& keys) {
   EventKey m;
-  for (KeyField f : keys.fields) {
-    switch (f) {
-      case KeyField::pid: m.pid = ~0u; break;
-      case KeyField::tid: m.tid = ~0u; break;
-      case KeyField::comm: m.comm = ~0u; break;
-      case KeyField::cgroup: m.cgroup = ~0u; break;
-      case KeyField::unit: m.unit = ~0u; break;
-      case KeyField::source: m.source = 0xffff; break;
-      case KeyField::cpu: m.cpu = 0xffff; break;
-    }
-  }
+  for (KeyField f : keys.fields) key_field(f).write(m, ~0u);
   return m;
-}
-
-// Negative, zero or positive as a's field f orders before, with or after b's.
-int compare_field(const KeyValues& a, const KeyValues& b, KeyField f) {
-  auto cmp = [](const auto& x, const auto& y) { return x < y ? -1 : y < x ? 1 : 0; };
-  switch (f) {
-    case KeyField::pid: return cmp(a.pid, b.pid);
-    case KeyField::tid: return cmp(a.tid, b.tid);
-    case KeyField::comm: return cmp(a.comm, b.comm);
-    case KeyField::cgroup: return cmp(a.cgroup, b.cgroup);
-    case KeyField::unit: return cmp(a.unit, b.unit);
-    case KeyField::source: return cmp(a.source, b.source);
-    case KeyField::cpu: return cmp(a.cpu, b.cpu);
-  }
-  return 0;
 }
 
 }  // namespace
@@ -91,17 +66,14 @@ void StackStore::insert(uint32_t id, std::vector<uint64_t> ips, const EventKey& 
 KeyValues StackStore::values(const EventKey& k, const std::vector<std::string>& sources) const {
   KeyValues v;
   for (KeyField f : keys_.fields) {
-    switch (f) {
-      case KeyField::pid: v.pid = k.pid; break;
-      case KeyField::tid: v.tid = k.tid; break;
-      case KeyField::comm: v.comm = strings_.str(k.comm); break;
-      case KeyField::cgroup: v.cgroup = strings_.str(k.cgroup); break;
-      case KeyField::unit: v.unit = strings_.str(k.unit); break;
-      case KeyField::source:
-        v.source =
-            k.source < sources.size() ? sources[k.source] : "source " + std::to_string(k.source);
+    const KeyFieldInfo& info = key_field(f);
+    const uint32_t value = info.read(k);
+    switch (info.event) {
+      case KeyFieldInfo::Event::number: v.*info.number = value; break;
+      case KeyFieldInfo::Event::string_id: v.*info.text = strings_.str(value); break;
+      case KeyFieldInfo::Event::source_index:
+        v.*info.text = value < sources.size() ? sources[value] : "source " + std::to_string(value);
         break;
-      case KeyField::cpu: v.cpu = k.cpu; break;
     }
   }
   if (mask_.ustack) v.ustack = k.ustack;
@@ -117,7 +89,7 @@ std::vector<StackRecord> StackStore::snapshot(const std::vector<std::string>& so
     if (a.weight != b.weight) return a.weight > b.weight;
     if (a.count != b.count) return a.count > b.count;
     for (KeyField f : keys_.fields)
-      if (int c = compare_field(a.key, b.key, f)) return c < 0;
+      if (int c = key_field(f).compare(a.key, b.key)) return c < 0;
     return a.key.ustack < b.key.ustack;
   };
   for (size_t pos = 0; pos < out.size(); ++pos) {

@@ -9,8 +9,7 @@
 #include <memory>
 
 #include "daemon/bpf/bpf_session.h"
-#include "daemon/export/exports.h"
-#include "daemon/export/pprof.h"
+#include "daemon/export/output_plan.h"
 #include "daemon/http/page.h"
 #include "daemon/symbols/kallsyms.h"
 
@@ -69,7 +68,10 @@ HttpEndpoints::HttpEndpoints(EventLoop& loop, const ListenAddress& address, gid_
             JsonOptions opt;
             opt.addresses = addresses_;
             return [cut, symbols, opt] {
-              return format_json(std::move(*cut).finish(), symbols.get(), opt);
+              const Snapshot snap = std::move(*cut).finish();
+              OutputContext ctx(snap, symbols.get());
+              ctx.json = opt;
+              return output_spec(OutputKind::json).render(ctx);
             };
           },
           std::chrono::seconds(1)) {}
@@ -157,8 +159,11 @@ void HttpEndpoints::profile(const http::Request& req, const http::Server::Respon
           http::Response r;
           r.content_type = "application/octet-stream";
           r.headers.emplace_back("Content-Disposition", "attachment; filename=\"profile.pb.gz\"");
-          r.body = encode_pprof(delta_snapshot(*before, source_.cut().finish()),
-                                kallsyms_namer(source_.symbols().get()), opt);
+          const Snapshot delta = delta_snapshot(*before, source_.cut().finish());
+          const std::shared_ptr<const Kallsyms> symbols = source_.symbols();
+          OutputContext ctx(delta, symbols.get());
+          ctx.pprof = opt;
+          r.body = output_spec(OutputKind::pprof).render(ctx);
           respond(r);
         } catch (const std::exception& e) {
           respond(http::error_response(500, e.what()));

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: GPL-2.0
+// The service's one object (service.h), its files by job: service.cpp
+// (start, the loop, stop), service_control.cpp (the control requests and
+// reset), service_reload.cpp (reload, symbols), service_exports.cpp (the
+// timed exports, the metrics textfile, the HTTP endpoints' source).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/bpf/bpf_session.h"
+#include "daemon/bpf/pinning.h"
+#include "daemon/model/snapshot_cut.h"
+#include "daemon/run/config.h"
+#include "daemon/run/control.h"
+#include "daemon/sys/event_loop.h"
+#include "daemon/run/export_worker.h"
+#include "daemon/run/http_endpoints.h"
+#include "daemon/symbols/kallsyms.h"
+#include "daemon/model/kernel_info.h"
+
+namespace stackmapd {
+
+class Service {
+ public:
+  explicit Service(const std::vector<std::string>& args)
+      : args_(args), config_(parse_daemon_args(args)) {}
+
+  void run();
+
+ private:
+  void open_session();
+  void forget_failed_start() noexcept;
+  void load_symbols();
+  SnapshotCut cut();
+  Snapshot current() { return cut().finish(); }
+  void export_now();
+  void post_export();
+  void report_export(const std::string& error);
+  std::unique_ptr<HttpEndpoints> open_http(const DaemonConfig& c);
+  void write_metrics_textfile();
+  void update_status();
+  std::string reset();
+  std::string reload();
+  ControlReply handle(const std::string& line);
+  void take_signals();
+  void watch_session();
+  void after_reload();
+  void export_on_timer();
+  const Kallsyms* symbols() const { return ksyms_.get(); }
+
+  std::vector<std::string> args_;
+  DaemonConfig config_;
+  std::unique_ptr<BpfSession> session_;
+  TableConfig table_;  // session_'s, as loaded: a reload that keeps it only re-attaches
+  // Shared with the exports and HTTP builds off the loop: a reload replaces it meanwhile.
+  std::shared_ptr<const Kallsyms> ksyms_;
+  std::string modules_;  // module_list() when ksyms_ was read
+  KernelInfo kernel_;
+  std::optional<PinDirLock> pin_lock_;  // of the current session's pin dir
+  EventLoop loop_;  // the service's one loop: ring buffer, control clients, signals, timers
+  EventLoop::Id ring_watch_ = 0;
+  EventLoop::Id export_timer_ = 0;
+  double export_interval_ = 0;           // the timer's, in seconds
+  std::unique_ptr<HttpEndpoints> http_;  // --listen; after loop_, so it goes first
+  std::string export_error_;             // the last timed export's failure, said once
+  ExportWorker exports_;                 // the timed exports' files, off the loop
+};
+
+}  // namespace stackmapd
