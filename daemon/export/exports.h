@@ -38,7 +38,6 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms, JsonOptions
 // Stacks as JSON objects {stack_id, ref_count, depth, ips, symbols}.
 std::string format_stacks_json(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms);
 
-
 // All four exports, and stack_map.kernel when the snapshot has kernel info;
 // mode 0640: raw kernel addresses defeat KASLR.
 void write_exports(const std::string& dir, const Snapshot& snap, const Kallsyms* ksyms,

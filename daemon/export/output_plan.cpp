@@ -8,7 +8,7 @@
 #include <ostream>
 
 #include "daemon/export/exports.h"
-#include "daemon/export/fsmb.h"
+#include "daemon/model/fsmb.h"
 #include "daemon/symbols/kallsyms.h"
 
 namespace stackmapd {

@@ -12,12 +12,12 @@
 #include <cstring>
 #include <filesystem>
 
-#include "daemon/sys/preflight.h"
 #include "daemon/export/exports.h"
 #include "daemon/run/service_impl.h"
 #include "daemon/run/session_setup.h"
 #include "daemon/run/stale_temps.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/preflight.h"
 #include "daemon/sys/runtime_lock.h"
 #include "daemon/sys/stale_socket.h"
 

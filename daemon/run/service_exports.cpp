@@ -4,10 +4,10 @@
 
 #include <algorithm>
 
-#include "daemon/sys/preflight.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/history.h"
 #include "daemon/run/service_impl.h"
+#include "daemon/sys/preflight.h"
 
 namespace stackmapd {
 

@@ -12,14 +12,14 @@
 
 #include "daemon/bpf/bpf_session.h"
 #include "daemon/bpf/pinning.h"
+#include "daemon/model/kernel_info.h"
 #include "daemon/model/snapshot_cut.h"
 #include "daemon/run/config.h"
 #include "daemon/run/control.h"
-#include "daemon/sys/event_loop.h"
 #include "daemon/run/export_worker.h"
 #include "daemon/run/http_endpoints.h"
 #include "daemon/symbols/kallsyms.h"
-#include "daemon/model/kernel_info.h"
+#include "daemon/sys/event_loop.h"
 
 namespace stackmapd {
 

@@ -6,11 +6,11 @@
 #include <sstream>
 #include <utility>
 
-#include "daemon/sys/preflight.h"
 #include "daemon/run/service_impl.h"
 #include "daemon/run/session_setup.h"
 #include "daemon/symbols/kernel_probe.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/preflight.h"
 
 namespace stackmapd {
 
