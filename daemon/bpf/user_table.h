@@ -11,17 +11,11 @@
 
 #include "daemon/bpf/bpf_object.h"
 #include "daemon/bpf/pool_window.h"
+#include "daemon/model/user_stack.h"
 #include "daemon/sys/mapping.h"
 #include "stackmapd/abi.h"
 
 namespace stackmapd {
-
-// A user stack as the table holds it.
-struct UserStackIps {
-  uint32_t pid = 0;           // tgid, from the marker
-  uint32_t exec_id = 0;       // low bits of the task's exec count (0: unknown)
-  std::vector<uint64_t> ips;  // user frames, innermost first, marker removed
-};
 
 class UserTable {
  public:
@@ -29,7 +23,8 @@ class UserTable {
   explicit UserTable(const BpfObject& object);
 
   bool enabled() const { return enabled_; }
-  // The published stack of slot `id`; nullopt while it has none.
+  // The published stack of slot `id` (its marker frame removed, its pid and
+  // exec id read from it); nullopt while it has none.
   std::optional<UserStackIps> stack(uint32_t id) const;
   uint32_t table_size() const { return 2u << bits_; }
   // A clean table with a fresh seed: at session start, take-over and reset,
