@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""stackmapd benchmark suite (issue 5). Run as root: `sudo bench/run.sh [--quick|--smoke]`.
+"""stackmapd benchmark suite. Run as root: `sudo bench/run.sh [--quick|--smoke]`.
 
 Everything is measured within one run, on the same machine, interleaved and
 order-balanced; every figure is a median with its min-max over rounds. Nothing
@@ -901,8 +901,8 @@ RING_GOALS = {("by", "alloc_loop"): "≤ 5 B (stretch ≤ 1 B on repetitive phas
               ("trace", "alloc_loop"): "≤ 16 B beyond the event's own fields"}
 
 
-def issue14_rows(res):
-    """The figures issue 14's goals name, one row each: [figure, value, goal]."""
+def goal_rows(res):
+    """The figures that have a goal, one row each: [figure, value, goal]."""
     rows = []
     ring = res.get("ring")
     if ring:
@@ -955,10 +955,10 @@ def markdown(res):
              f"{' (SMOKE: seconds per section, figures mean nothing)' if m.get('smoke') else ''}; workload on CPU "
              f"{m['workload_cpu']}, {m['seconds']} s per measurement. Medians (min–max).")
     L.append("")
-    rows = issue14_rows(res)
+    rows = goal_rows(res)
     if rows:
-        table(L, "**Issue 14's figures, this run** (each from its section below; the goal column "
-                 "is the issue's, for reading, not a verdict)", ["figure", "value", "issue 14 goal"],
+        table(L, "**Figures with a goal, this run** (each from its section below; the goal column "
+                 "is for reading, not a verdict)", ["figure", "value", "goal"],
               rows)
     ns = res.get("ns_per_event")
     if ns:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI entry point for the arm64 build (issue 8): installs the cross toolchain
+# CI entry point for the arm64 build: installs the cross toolchain
 # and arm64 libraries, builds the static aarch64 stackmapd, its BPF object and
 # unit tests into build-arm64/, runs the unit tests under qemu-aarch64-static,
 # and prints the binary's size.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Who and how much (issue 13) end to end, as root on this kernel:
+# Who and how much end to end, as root on this kernel:
 #   1. --by pid counts exactly what ftrace counts for a process (a tracefs
 #      instance, set_event_pid, no lost events) and loses nothing;
 #   2. --sum bytes_alloc weighs every getname() stack (names_cache) by 4096

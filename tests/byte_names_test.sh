@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Names and paths are bytes (issue 25): as root on this kernel, a process
+# Names and paths are bytes: as root on this kernel, a process
 # that names itself "\xff-x" with prctl(PR_SET_NAME) (tests/workloads/
 # attr_workload.c --comm) and a binary run from a directory named $'\xff\xfe'
 # (ustack_workload) once broke every export under --by comm and
@@ -41,8 +41,7 @@ bad_dir=$tmp/$'\xff\xfe'
 mkdir "$bad_dir"
 cp "$USTACK" "$bad_dir/ustack_workload"
 # Both kinds of names at work for SECONDS: the prctl'd comm, the binary's path.
-# The binary's process outlives the export: the user symbols of a process that
-# exits before it are lost (issue 27 is to keep them).
+# The binary's process outlives the export, so that its user symbols are there to check.
 workload() {  # workload SECONDS USTACK_SECONDS
   "$bad_dir/ustack_workload" "$2" > /dev/null &
   workers+=($!)

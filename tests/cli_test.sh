@@ -349,7 +349,7 @@ expect_error "2 trailing bytes" "$BIN" decode "$tmp/trailing.bin"
 expect_error "cannot open FSMB file: No such file or directory" "$BIN" decode "$tmp/missing.bin"
 printf 'not kallsyms\n' > "$tmp/bad.kallsyms"
 expect_error "line 1 is malformed" "$BIN" decode "$bin" --kallsyms "$tmp/bad.kallsyms"
-# Malformed JSON exports (issue 25): these aborted (exit 134) or read out of bounds.
+# Malformed JSON exports: these aborted (exit 134) or read out of bounds.
 printf '{"stacks":[{"stack_id":1,"ref_count":1e400,"ips":[]}]}' > "$tmp/overflow.json"
 printf '{"stacks":[],"user_stacks":{}}' > "$tmp/user.json"
 expect_error "number overflow parsing '1e400'" "$BIN" decode "$tmp/overflow.json" --folded -

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # The daemon's one loop against the clients and signals that used to stop it
-# (issue 12), as root on this kernel: slow, silent and non-reading control
+#, as root on this kernel: slow, silent and non-reading control
 # clients, more clients than it serves, a SIGUSR1 reset that fails; and the
 # foreground loop ending on SIGINT/SIGTERM with its exports written.
 set -u

@@ -230,7 +230,7 @@ TEST_F(Decode, BadCombinationsAreOneLineErrors) {
   EXPECT_EQ(error_of(o).rfind("--svg /proc/nope/f.svg: cannot write in /proc/nope", 0), 0u);
 }
 
-// Issue 25: each of these once aborted decode (an exception that was not an
+// Each of these once aborted decode (an exception that was not an
 // Error: 1e400) or read out of bounds (user_stacks without its arrays).
 TEST_F(Decode, MalformedJsonExportsAreOneLineErrors) {
   const std::string deep = "{\"stacks\": [{\"stack_id\": 1, \"ref_count\": 1, \"ips\": [" + [] {

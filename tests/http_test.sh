@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# The daemon's HTTP endpoints (issue 15) against their real consumers, as
+# The daemon's HTTP endpoints against their real consumers, as
 # root on this kernel: promtool lints /metrics and the textfile; a real
 # Prometheus scrapes the daemon every second and the test reads a series
 # back through its API; node-exporter's textfile collector reads the

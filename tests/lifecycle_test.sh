@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # The daemon's start, stop and signals against a careless operator and an
-# unprivileged user (issue 25, items 4, 6, 7, 8, 10), as root on this kernel:
+# unprivileged user, as root on this kernel:
 # a SIGHUP storm keeps neither the watchdog nor the exports from their turn; a
 # failed start leaves no table pinned; a second daemon on the same pin dir
 # changes nothing of the first's; directories are refused, never changed;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # Untrusted clients and overload against the real daemon, as root on this
-# kernel (issue 25):
+# kernel:
 #   - slowloris: 32 TCP and 16 control clients trickling their request at
 #     ~1 byte/s keep no well-behaved one out: /metrics and ctl stat each
 #     answer within 1 s, every time;

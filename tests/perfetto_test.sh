@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# --perfetto (issue 15), as root on this kernel: a sched:sched_switch
+# --perfetto, as root on this kernel: a sched:sched_switch
 # session's trace decodes with protoc against tests/perfetto/'s schema of the
 # fields we write, and tests/perfetto/check_trace.py finds its invariants:
 # one PerfSample per event (= the session's hits), every callstack interned

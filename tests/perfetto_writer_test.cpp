@@ -231,7 +231,7 @@ TEST_F(PerfettoWriterTest, UserFramesComeFirstInTheirBinarysMapping) {
   }
 }
 
-// Names and paths are bytes (issue 25): the thread name, a function name and
+// Names and paths are bytes: the thread name, a function name and
 // a binary's path go into the trace escaped (utf8_text.h), never raw.
 TEST_F(PerfettoWriterTest, NamesThatAreNotUtf8AreEscaped) {
   KernelInfo kernel;

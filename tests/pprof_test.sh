@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# --pprof (issue 15) against the real consumers, as root on this kernel:
+# --pprof against the real consumers, as root on this kernel:
 #   1. a session's profile passes pprof's own checks (-raw), -top names the
 #      top kernel function our JSON gives, a -proto round trip parses, the
 #      samples add up to the session's hits, protoc decodes it with pprof's

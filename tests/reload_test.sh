@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# A failed reload leaves the daemon exactly as it was (issue 12, item 1): the
+# A failed reload leaves the daemon exactly as it was: the
 # same session, config and attached events, still counting, `ctl stat`
 # answering. Each refused reload below fails at another stage:
 #   - the new session cannot be built: `pinned = /nonexistent`;
@@ -113,7 +113,7 @@ printf '%s\nevent = ["kmem:kmem_cache_alloc"]\nbits = 12\n' "$base" > "$conf"
 reply=$(ctl reload)
 check "a good reload to bits = 12 works ($reply)" 'grep -q "(new table)" <<< "$reply"'
 still_counting "after the new table" 8192
-# Attribution from the config file (issue 13): a new session, and `ctl top` splits by it.
+# Attribution from the config file: a new session, and `ctl top` splits by it.
 printf '%s\nevent = ["kmem:kmem_cache_alloc"]\nby = comm\nsum = bytes_alloc\n' "$base" > "$conf"
 reply=$(ctl reload)
 check "a good reload to by = comm, sum = bytes_alloc works ($reply)" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Untrusted input and overload at once (issue 25), as root on this kernel,
+# Untrusted input and overload at once, as root on this kernel,
 # in about 60 s: the daemon as a Type=notify service (NOTIFY_SOCKET and
 # WATCHDOG_USEC as the unit's WatchdogSec=10 sets them, --by comm, --listen
 # on loopback, its control socket) traces kmem:* under stress-ng while

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-// The export set on a disk that fills up (issue 25): every file of the new
+// The export set on a disk that fills up: every file of the new
 // snapshot is written before any replaces its old one, so a full disk leaves
 // all of the old set, never some files of each. Root: it mounts a small tmpfs.
 #include "daemon/export/staged_files.h"

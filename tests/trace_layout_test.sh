@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# --trace against the kernel's own output (issue 16): a tracefs instance and
+# --trace against the kernel's own output: a tracefs instance and
 # stackmapd trace the same events of one workload at the same time, and
 # trace_layout_compare.py reads both files line by line (comm-pid, cpu, event
 # name and fields exactly; timestamps close on the same clock). The instance

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# --user-stacks end to end (issue 17), as root on this kernel, with
+# --user-stacks end to end, as root on this kernel, with
 # tests/workloads/ustack_workload.c (frame pointers kept): its every
 # newfstatat comes from main -> ustack_level_one -> ustack_level_two ->
 # ustack_level_three, so each of its kmem:kmem_cache_alloc stacks must show

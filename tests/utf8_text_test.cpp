@@ -31,7 +31,7 @@ TEST(Utf8Text, ValidTextPassesUnchanged) {
 
 TEST(Utf8Text, EachByteOfAnInvalidSequenceIsEscaped) {
   const std::pair<std::string, std::string> cases[] = {
-      {"\xff-x", "\\xff-x"},                              // the prctl of issue 25
+      {"\xff-x", "\\xff-x"},                              // a prctl'd thread name
       {"\xff\xfe", "\\xff\\xfe"},                         // never in UTF-8
       {"\x80\x61", "\\x80a"},                             // stray continuation
       {"\xc0\xaf", "\\xc0\\xaf"},                         // overlong '/'

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-// Who an event is attributed to (issue 13, --by KEYS): the key fields a user
+// Who an event is attributed to (--by KEYS): the key fields a user
 // can split a stack's count by, and an event's key as the ring consumer
 // decodes it, its strings interned in the StackStore's StringTable.
 #pragma once

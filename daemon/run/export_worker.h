@@ -3,7 +3,7 @@
 // takes the snapshot (the exact cut needs the ring, daemon/bpf/ring_consumer.h)
 // and posts a job that formats, symbolizes and fsyncs the files on this
 // worker's one thread. A big table or a slow disk then never delays the
-// ring, the watchdog or a client (issue 25: a 2.5 s `ctl stat` at 255 k
+// ring, the watchdog or a client (before: a 2.5 s `ctl stat` at 255 k
 // events/s). One job runs at a time and at most one waits: a newer post
 // replaces the waiting one, so a burst of reloads writes the newest state
 // once instead of queueing snapshots.
