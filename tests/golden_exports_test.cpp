@@ -145,7 +145,8 @@ TEST_F(GoldenExports, FileContracts) {
   std::string list;
   for (const std::string& n : names) list += n + "\n";
   expect_golden("export_files.txt", list);
-  for (const auto& [name, bytes] : files) expect_golden("export_" + fs::path(name).filename().string(), bytes);
+  for (const auto& [name, bytes] : files)
+    expect_golden("export_" + fs::path(name).filename().string(), bytes);
 }
 
 TEST_F(GoldenExports, Views) {

@@ -99,8 +99,7 @@ UserStack UserCapture::symbolize(CapturedStack&& c) {
     if (f.binary < 0) continue;
     const CapturedStack::File& at = c.files[f.binary];
     // Read through the descriptor kept open: the process may be gone.
-    const std::string file =
-        at.fd ? "/proc/self/fd/" + std::to_string(at.fd.get()) : at.open_path;
+    const std::string file = at.fd ? "/proc/self/fd/" + std::to_string(at.fd.get()) : at.open_path;
     UserSymbolizer::Result r = symbolizer_.resolve(key_of(f.binary), file, f.file_offset, i > 0);
     f.elf_addr = r.elf_addr;
     f.symbols = std::move(r.symbols);
