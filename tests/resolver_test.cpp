@@ -4,7 +4,7 @@
 // keeping its symbols after the process exits. A FIFO standing for a
 // process's maps file holds the worker in its capture step, where a test
 // needs it held.
-#include "daemon/resolve/user_stacks.h"
+#include "daemon/resolve/resolver.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include <map>
 #include <string>
 
-#include "daemon/resolve/resolver.h"
+#include "daemon/resolve/user_stacks.h"
 #include "daemon/sys/unique_fd.h"
 
 namespace stackmapd {

@@ -129,7 +129,8 @@ std::string format_metrics(const MetricsInput& in) {
   w.one("stackmapd_key_overflow_total", "counter",
         "Events counted to a stack's other entry because of the key cap, this epoch.",
         st.key_overflow);
-  if (st.user_stacks)
+  // Only once it happened: the families are those of earlier versions until then.
+  if (st.user_stacks_dropped)
     w.one("stackmapd_user_stacks_dropped_total", "counter",
           "User stacks left unresolved because the resolver's queue was full, this epoch.",
           st.user_stacks_dropped);

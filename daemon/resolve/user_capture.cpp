@@ -63,6 +63,16 @@ const std::string& UserCapture::key_of(int32_t binary) const {
   return b.build_id.empty() ? b.path : b.build_id;
 }
 
+std::shared_ptr<const UniqueFd> UserCapture::open_file(int32_t binary, const MappedFile& f) {
+  auto it = open_files_.find(binary);
+  if (it != open_files_.end()) return it->second;
+  if (open_files_.size() >= kMaxOpenFiles) return nullptr;
+  auto fd = std::make_shared<const UniqueFd>(open(f.open_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!*fd) return nullptr;
+  open_files_.emplace(binary, fd);
+  return fd;
+}
+
 CapturedStack UserCapture::capture(const UserStackIps& ips) {
   CapturedStack c;
   c.stack.pid = ips.pid;
@@ -83,8 +93,7 @@ CapturedStack UserCapture::capture(const UserStackIps& ips) {
       f.file_offset = addr - file->start + file->pgoff;
       // /proc/PID/map_files/... opens only while the process lives.
       auto [at, added] = c.files.try_emplace(f.binary, CapturedStack::File{file->open_path, {}});
-      if (added && !symbolizer_.holds(key_of(f.binary)))
-        at->second.fd = UniqueFd(open(file->open_path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (added && !symbolizer_.holds(key_of(f.binary))) at->second.fd = open_file(f.binary, *file);
     }
     c.stack.frames.push_back(std::move(f));
   }
@@ -98,9 +107,15 @@ UserStack UserCapture::symbolize(CapturedStack&& c) {
     UserFrame& f = s.frames[i];
     if (f.binary < 0) continue;
     const CapturedStack::File& at = c.files[f.binary];
-    // Read through the descriptor kept open: the process may be gone.
-    const std::string file = at.fd ? "/proc/self/fd/" + std::to_string(at.fd.get()) : at.open_path;
-    UserSymbolizer::Result r = symbolizer_.resolve(key_of(f.binary), file, f.file_offset, i > 0);
+    const std::string& key = key_of(f.binary);
+    // Read through the descriptor kept open: the process may be gone. A
+    // binary it could not open stays unnamed in this stack only; resolve()
+    // would keep it as unreadable for every process that maps it.
+    std::string file = at.open_path;
+    if (at.fd && *at.fd) file = "/proc/self/fd/" + std::to_string(at.fd->get());
+    else if (!symbolizer_.holds(key)) continue;
+    UserSymbolizer::Result r = symbolizer_.resolve(key, file, f.file_offset, i > 0);
+    open_files_.erase(f.binary);  // open in the symbolizer now (or unreadable)
     f.elf_addr = r.elf_addr;
     f.symbols = std::move(r.symbols);
     f.srcline = std::move(r.srcline);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <list>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,10 +32,11 @@ struct CapturedStack {
   UserStack stack;
   bool gone = false;  // the process had exited: frames unresolved
   // By binary: where it was mapped, and the file held open since capture()
-  // when the symbolizer had not opened it yet.
+  // when the symbolizer had not opened it yet (shared by the stacks
+  // captured meanwhile: one descriptor per binary).
   struct File {
     std::string open_path;
-    UniqueFd fd;
+    std::shared_ptr<const UniqueFd> fd;
   };
   std::map<int32_t, File> files;
 };
@@ -42,6 +44,9 @@ struct CapturedStack {
 class UserCapture {
  public:
   static constexpr size_t kMaxProcesses = 256;
+  // Binaries held open for the stacks captured ahead of symbolize(); past
+  // it, a new binary is opened by path when symbolized, if still there.
+  static constexpr size_t kMaxOpenFiles = 128;
 
   // `proc` is the proc filesystem's root (tests pass another).
   explicit UserCapture(std::string proc = "/proc");
@@ -58,6 +63,7 @@ class UserCapture {
  private:
   const ProcessMaps* maps_of(uint32_t pid, uint32_t exec_id, bool reread);
   int32_t binary_index(const MappedFile& f);
+  std::shared_ptr<const UniqueFd> open_file(int32_t binary, const MappedFile& f);
   const std::string& key_of(int32_t binary) const;
 
   std::string proc_;
@@ -66,6 +72,7 @@ class UserCapture {
   std::list<std::pair<uint64_t, ProcessMaps>> maps_;
   std::vector<UserBinary> binaries_;
   std::map<std::pair<std::string, std::string>, int32_t> binary_ids_;  // (path, build id)
+  std::map<int32_t, std::shared_ptr<const UniqueFd>> open_files_;      // by binary
   uint64_t processes_evicted_ = 0;
 };
 

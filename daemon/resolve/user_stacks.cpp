@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/resolve/user_stacks.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -68,7 +70,12 @@ void UserStackCollector::first_sight(uint32_t id) {
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
     if (shared_->queue.size() >= max_queued_) {
-      ++dropped_;
+      if (dropped_++ == 0)
+        spdlog::warn(
+            "user stacks: the resolver's queue is full ({} stacks): stack {} and the "
+            "next ones past the cap stay unresolved (counted in "
+            "stackmapd_user_stacks_dropped_total)",
+            max_queued_, id);
       return;
     }
     shared_->queue.push_back({id, queued_++, epoch_, std::move(*ips)});
