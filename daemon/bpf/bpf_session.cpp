@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <unordered_set>
 
 #include "daemon/sys/error.h"
 
@@ -91,6 +92,7 @@ void BpfSession::start_fresh() {
   table_.book().layout_version = SMT_LAYOUT_VERSION;
   table_.book().bits = table_.bits();
   user_table_.clear(random_seed());
+  user_scanned_ = 0;
   batches_.clear();
   consumer_.set_epoch(0);
 }
@@ -120,6 +122,7 @@ void BpfSession::take_over() {
   // over too (bpf_object.h); otherwise this session's starts empty.
   if (!object_.user_table_pinned()) user_table_.clear(random_seed());
   if (UserStackCollector* u = resolver_.user_stacks()) u->clear();
+  user_scanned_ = 0;
   uint32_t epoch = SMT_STATE_EPOCH(shared.state);
   if (shared.state & SMT_STATE_RESETTING) {
     spdlog::warn("a reset of the table pinned in {} did not finish: finishing it", where);
@@ -180,6 +183,11 @@ void BpfSession::absorb_batches() {
 
 size_t BpfSession::drain(int timeout_ms) {
   const size_t n = consumer_.drain(timeout_ms);
+  // A user stack goes to the resolver when the table publishes it, not when
+  // an event naming it leaves the batches: a process that exits meanwhile
+  // is still there to be read.
+  if (UserStackCollector* u = resolver_.user_stacks())
+    user_scanned_ = user_table_.scan(user_scanned_, [u](uint32_t id) { u->see(id); });
   if (trace_) {
     // A snapshot holding its cut reads its own copies (snapshot()).
     if (!consumer_.holding()) {
@@ -263,6 +271,14 @@ SnapshotCut BpfSession::cut() {
     out.complete = [mark = u->mark()](Snapshot& s) {
       UserStackCounts c;
       s.user = UserStackCollector::stacks_at(mark, &c);
+      // The table's stacks are queued as it publishes them (drain()): those
+      // whose events the cut holds are the snapshot's.
+      std::unordered_set<uint32_t> named;
+      for (const StackRecord& r : s.stacks)
+        for (const KeyCount& k : r.by)
+          if (!k.other) named.insert(k.key.ustack);
+      std::erase_if(s.user.stacks,
+                    [&](const auto& id_stack) { return !named.count(id_stack.first); });
       put_user_counts(s.stats, c);
     };
   return out;

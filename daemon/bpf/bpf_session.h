@@ -177,6 +177,8 @@ class BpfSession {
   std::string weight_unit_;  // --sum's field, "ns" for --offcpu; empty: unweighted
   uint64_t min_block_ns_;
   bool trace_;  // --trace
+  // --user-stacks: user table pool elements already handed to the resolver.
+  uint32_t user_scanned_ = 0;
 };
 
 }  // namespace stackmapd

@@ -116,6 +116,7 @@ Snapshot BpfSession::reset() {
   table_.clear();
   user_table_.clear(table_.shared().hash_seed);
   if (UserStackCollector* u = resolver_.user_stacks()) u->clear();
+  user_scanned_ = 0;
   store_.clear();
   consumer_.clear_overflow();
   if (!wait_grace_period())

@@ -5,6 +5,7 @@
 // Its stacks carry the process they belong to in their marker frame.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -31,8 +32,20 @@ class UserTable {
   // while no program can write it.
   void clear(uint32_t seed) const;
   uint32_t entries() const;
+  // The ids of the stacks published in pool elements [from, now), in pool
+  // order, to `f`; returns where the next call starts. A stack whose slot is
+  // not written yet is left to the events that name it.
+  template <class F>
+  uint32_t scan(uint32_t from, F f) const {
+    const uint32_t to = entries();
+    for (uint32_t elt = from; elt < to; ++elt)
+      if (const uint32_t id = slot_of(elt); id != SMT_NO_STACK_ID) f(id);
+    return std::max(from, to);
+  }
 
  private:
+  uint32_t slot_of(uint32_t elt) const;  // pool element -> its slot, found by its hash
+
   bool enabled_;
   uint32_t bits_;
   smt_shared* shared_;

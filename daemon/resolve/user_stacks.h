@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 // --user-stacks: turns the user table's stacks into UserStacks
 // (daemon/model/user_stack.h) off the loop's thread. The loop sees a user
-// stack id in an event; the first time, it reads the stack's frames from the
-// table and queues them (a bounded queue: when full, the stack is dropped
+// stack id as the table publishes it (BpfSession::drain() scans the table's
+// new elements; an event still in the batches may name it much later, its
+// process gone) or in an event; the first time, it reads the stack's frames
+// from the table and queues them (a bounded queue: when full, the stack is dropped
 // and counted). A worker thread captures each queued stack at once, while
 // its process most likely still runs, then symbolizes it (user_capture.h):
 // every queued stack is captured before the next one is symbolized, so that
