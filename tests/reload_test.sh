@@ -123,8 +123,8 @@ top=$(ctl top 3)
 check "ctl top ranks by bytes_alloc and splits each stack by comm" \
   'grep -q "bytes_alloc" <<< "$top" && grep -q "^  by comm:" <<< "$top"'
 # --user-stacks is fixed in the BPF object: turning it on takes a new
-# session (the reply may come late: every process's first user stacks are
-# symbolized on the daemon's thread, daemon/symbols/user_stacks.h).
+# session (stat may lag: the user stacks are resolved by the resolver's
+# worker thread, daemon/resolve/user_stacks.h).
 printf '%s\nevent = ["kmem:kmem_cache_alloc"]\nby = comm\nsum = bytes_alloc\nuser-stacks = true\n' "$base" > "$conf"
 ctl reload > /dev/null
 for _ in $(seq 30); do [ -n "$(stat_now user_entries)" ] && break; sleep 1; done

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <unordered_set>
 
 #include "daemon/sys/error.h"
 
@@ -34,6 +35,21 @@ uint64_t monotonic_ns() {
   return static_cast<uint64_t>(now.tv_sec) * 1000000000u + now.tv_nsec;
 }
 
+// --user-stacks' resolver of the user table's stacks; null without it.
+std::unique_ptr<UserStackCollector> user_stack_collector(const UserTable& table) {
+  if (!table.enabled()) return nullptr;
+  return std::make_unique<UserStackCollector>(table.table_size(),
+                                              [&table](uint32_t id) { return table.stack(id); });
+}
+
+void put_user_counts(TableStats& s, const UserStackCounts& c) {
+  s.user_stacks_truncated = c.truncated;
+  s.user_processes_gone = c.gone;
+  s.user_maps_evicted = c.processes_evicted;
+  s.user_binaries_evicted = c.binaries_evicted;
+  s.user_stacks_dropped = c.dropped;
+}
+
 int membarrier_global() {
   return static_cast<int>(syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0));
 }
@@ -50,13 +66,12 @@ BpfSession::BpfSession(const SessionConfig& config, Stage stage)
     : object_(config),
       table_(object_),
       user_table_(object_),
-      user_stacks_(user_table_),
       batches_(object_.batches_fd(), object_.batch_count()),
       store_(table_.table_size() + RingConsumer::kOverflowStacks,
              config.keys.empty() ? KeySpec::parse("pid,comm") : config.keys, config.max_key_pairs,
              config.user_stacks),
-      consumer_(object_.ids_fd(), table_, store_, object_.batch_count(), config.trace,
-                config.user_stacks ? &user_stacks_ : nullptr),
+      resolver_(store_.strings(), store_.keys(), user_stack_collector(user_table_)),
+      consumer_(object_.ids_fd(), table_, store_, resolver_, object_.batch_count(), config.trace),
       attachments_(object_, config),
       grace_period_(membarrier_global),
       keys_requested_(!config.keys.empty()),
@@ -77,6 +92,7 @@ void BpfSession::start_fresh() {
   table_.book().layout_version = SMT_LAYOUT_VERSION;
   table_.book().bits = table_.bits();
   user_table_.clear(random_seed());
+  user_scanned_ = 0;
   batches_.clear();
   consumer_.set_epoch(0);
 }
@@ -105,7 +121,8 @@ void BpfSession::take_over() {
   // The user table goes on with the kernel table when its pins were taken
   // over too (bpf_object.h); otherwise this session's starts empty.
   if (!object_.user_table_pinned()) user_table_.clear(random_seed());
-  user_stacks_.clear();
+  if (UserStackCollector* u = resolver_.user_stacks()) u->clear();
+  user_scanned_ = 0;
   uint32_t epoch = SMT_STATE_EPOCH(shared.state);
   if (shared.state & SMT_STATE_RESETTING) {
     spdlog::warn("a reset of the table pinned in {} did not finish: finishing it", where);
@@ -166,6 +183,11 @@ void BpfSession::absorb_batches() {
 
 size_t BpfSession::drain(int timeout_ms) {
   const size_t n = consumer_.drain(timeout_ms);
+  // A user stack goes to the resolver when the table publishes it, not when
+  // an event naming it leaves the batches: a process that exits meanwhile
+  // is still there to be read.
+  if (UserStackCollector* u = resolver_.user_stacks())
+    user_scanned_ = user_table_.scan(user_scanned_, [u](uint32_t id) { u->see(id); });
   if (trace_) {
     // A snapshot holding its cut reads its own copies (snapshot()).
     if (!consumer_.holding()) {
@@ -240,20 +262,34 @@ SnapshotCut BpfSession::cut() {
   snap.keys_requested = keys_requested_;
   snap.weight_unit = weight_unit_;
   snap.sources = sources();
-  snap.user = user_stacks_.stacks();
   add_user_counts(snap.stats);
+  // The user stacks of the events cut are queued (pending() above queued
+  // those of the batches' entries) but may not be resolved yet: the
+  // snapshot's completion waits for them, on the thread that finishes it,
+  // so that the loop goes on counting meanwhile.
+  if (const UserStackCollector* u = resolver_.user_stacks())
+    out.complete = [mark = u->mark()](Snapshot& s) {
+      UserStackCounts c;
+      s.user = UserStackCollector::stacks_at(mark, &c);
+      // The table's stacks are queued as it publishes them (drain()): those
+      // whose events the cut holds are the snapshot's.
+      std::unordered_set<uint32_t> named;
+      for (const StackRecord& r : s.stacks)
+        for (const KeyCount& k : r.by)
+          if (!k.other) named.insert(k.key.ustack);
+      std::erase_if(s.user.stacks,
+                    [&](const auto& id_stack) { return !named.count(id_stack.first); });
+      put_user_counts(s.stats, c);
+    };
   return out;
 }
 
 void BpfSession::add_user_counts(TableStats& s) const {
-  if (!user_table_.enabled()) return;
-  const UserStackCounts c = user_stacks_.counts();
+  const UserStackCollector* u = resolver_.user_stacks();
+  if (!u) return;
   s.user_stacks = true;
   s.user_entries = user_table_.entries();
-  s.user_stacks_truncated = c.truncated;
-  s.user_processes_gone = c.gone;
-  s.user_maps_evicted = c.processes_evicted;
-  s.user_binaries_evicted = c.binaries_evicted;
+  put_user_counts(s, u->counts());
 }
 
 void BpfSession::close_open_blocks() {

@@ -5,16 +5,18 @@
  *       stack, find or insert it in the lock-free table, count the event
  *       under its id and key in the CPU's batch; a batch entry makes room by
  *       sending its counts to the `ids` ring buffer, without waking anybody;
- *   (2) drain(), on the daemon's one thread: consume the counts, add each to
- *       the StackStore and, the first time an id is seen, copy its frames
- *       once from the table's pool (mmapped, no syscall);
+ *   (2) drain(), on the daemon's loop thread: consume the counts, attribute
+ *       each (the Resolver: names, cgroups, and a new user stack queued to
+ *       its worker thread, daemon/resolve/user_stacks.h), add it to the
+ *       StackStore and, the first time an id is seen, copy its frames once
+ *       from the table's pool (mmapped, no syscall);
  *   (3) snapshot() feeds the exports (daemon/export/exports.h): the store
  *       and the batches' entries read in place, one exact cut.
  * reset() empties the table while events keep arriving (daemon/bpf/table_reset.cpp).
  *
  * The parts, one file each: BpfObject (the loaded object and the table's
  * pins), TableView (the mmapped table), CpuBatches (the mmapped batches and
- * counters), RingConsumer (the ring buffer into the StackStore),
+ * counters), Resolver (attribution), RingConsumer (the ring buffer into the StackStore),
  * Attachments (the event sources' links).
  *
  * Lifecycle in stages, so that a reload can build a new session while the
@@ -44,7 +46,7 @@
 #include "daemon/model/snapshot_cut.h"
 #include "daemon/model/stack_store.h"
 #include "daemon/model/table_stats.h"
-#include "daemon/symbols/user_stacks.h"
+#include "daemon/resolve/resolver.h"
 #include "stackmapd/abi.h"
 
 namespace stackmapd {
@@ -113,9 +115,11 @@ class BpfSession {
   TableStats stats() const;
   const StackStore& store() const { return store_; }
   // --user-stacks: the user stacks seen so far (null without it); a
-  // record's are there once the consumer has counted it.
-  const UserStackSet* user_stacks() const {
-    return user_table_.enabled() ? &user_stacks_.stacks() : nullptr;
+  // record's are there once the consumer has counted it. Waits for the
+  // resolver's worker to name the stacks queued since the last call.
+  const UserStackSet* user_stacks() {
+    UserStackCollector* u = resolver_.user_stacks();
+    return u ? &u->resolved() : nullptr;
   }
   uint32_t bits() const { return table_.bits(); }
   uint32_t hash_seed() const { return hash_seed_; }
@@ -160,10 +164,10 @@ class BpfSession {
   // so nothing writes while the consumer and the mappings go away.
   BpfObject object_;
   TableView table_;
-  UserTable user_table_;            // --user-stacks; disabled otherwise
-  UserStackCollector user_stacks_;  // resolves the user table's stacks
+  UserTable user_table_;  // --user-stacks; disabled otherwise
   CpuBatches batches_;
   StackStore store_;
+  Resolver resolver_;
   RingConsumer consumer_;
   Attachments attachments_;
   std::function<int()> grace_period_;
@@ -173,6 +177,8 @@ class BpfSession {
   std::string weight_unit_;  // --sum's field, "ns" for --offcpu; empty: unweighted
   uint64_t min_block_ns_;
   bool trace_;  // --trace
+  // --user-stacks: user table pool elements already handed to the resolver.
+  uint32_t user_scanned_ = 0;
 };
 
 }  // namespace stackmapd

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
-// The daemon's end of the `ids` ring buffer: each count record (a batch
-// entry making room, many events of one key) counts in the StackStore under
-// its stack_id and key (who caused it: process, thread name, cgroup, source,
-// CPU), and the first time an id is seen its frames are copied once from the
-// table's pool; the counts also go into the stack's ref_count in the pool.
-// Stacks sent whole, which the table could not take, go to an overflow store
-// of their own ids. Name records give thread names their ids before any
-// event uses them. Records of an ended epoch, ids that resolve to no
-// published stack and --verify samples are counted apart.
+// The daemon's end of the `ids` ring buffer, transport only: each count
+// record (a batch entry making room, many events of one key) counts in the
+// StackStore under its stack_id and the key the Resolver gives it (who
+// caused it: process, thread name, cgroup, source, CPU, user stack:
+// daemon/resolve/resolver.h), and the first time an id is seen its frames
+// are copied once from the table's pool; the counts also go into the
+// stack's ref_count in the pool. Stacks sent whole, which the table could
+// not take, go to an overflow store of their own ids. Name records give
+// thread names their ids before any event uses them. Records of an ended
+// epoch, ids that resolve to no published stack and --verify samples are
+// counted apart. --trace's buffers are read in ring_trace.cpp.
 //
 // Events still in the batches (daemon/bpf/cpu_batches.h) are read, not
 // consumed. For a snapshot, an exact cut: copy the batches, hold_after() them
@@ -19,7 +21,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -29,8 +30,7 @@
 #include "daemon/bpf/trace_decoder.h"
 #include "daemon/model/stack_store.h"
 #include "daemon/model/table_stats.h"
-#include "daemon/symbols/cgroups.h"
-#include "daemon/symbols/user_stacks.h"
+#include "daemon/resolve/resolver.h"
 #include "daemon/sys/bpf_handles.h"
 #include "daemon/sys/mapping.h"
 #include "stackmapd/abi.h"
@@ -52,9 +52,8 @@ class RingConsumer {
   static constexpr uint32_t kOverflowStacks = 4096;
 
   // trace_records: the session sends a record per event (--trace).
-  RingConsumer(int ring_fd, const TableView& table, StackStore& store, uint32_t batch_count,
-               bool trace_records,
-               UserStackCollector* user_stacks = nullptr);  // throws Error
+  RingConsumer(int ring_fd, const TableView& table, StackStore& store, Resolver& resolver,
+               uint32_t batch_count, bool trace_records);  // throws Error
   RingConsumer(const RingConsumer&) = delete;
   RingConsumer& operator=(const RingConsumer&) = delete;
 
@@ -111,6 +110,7 @@ class RingConsumer {
   void add_counts(TableStats& s) const;
 
  private:
+  static constexpr uint32_t kSeqMask = (1u << SMT_SEQ_BITS) - 1;  // a batch's record number
   struct FramesHash {
     size_t operator()(const std::vector<uint64_t>& f) const;
   };
@@ -119,9 +119,6 @@ class RingConsumer {
   void on_count(const smt_count_record& c);
   void on_stack(const smt_stack_record& r);
   bool count_event(const smt_event_record& e, uint64_t n);
-  EventKey key_of(const smt_event_record& e);
-  uint32_t cgroup_string(uint64_t id, bool unit);
-  const std::string& comm_of(uint32_t name) const;
   void check_sample(const smt_stack_record& v);
   bool held(const void* data, size_t size, uint32_t seq);
   void on_trace_buf(const void* data, size_t size);
@@ -130,22 +127,12 @@ class RingConsumer {
 
   const TableView& table_;
   StackStore& store_;
-  UserStackCollector* user_;  // --user-stacks, else null
+  Resolver& resolver_;
   Mapping consumer_page_;
   Mapping producer_page_;
   RingBuffer ring_;
   const bool trace_records_;
   TraceSink trace_sink_;
-  // BPF name id -> the store's string id; the id of "[unnamed]" for 0.
-  std::unordered_map<uint32_t, uint32_t> names_;
-  uint32_t unnamed_;
-  std::pair<uint32_t, uint32_t> last_name_;  // the last lookup; string id 0: none yet
-  // What the store's keys need resolved, asked once: the hot path tests a bool.
-  bool needs_comm_, needs_cgroup_, needs_unit_;
-  std::optional<CgroupNames> cgroups_;  // only with --by cgroup or unit: it walks cgroupfs
-  // cgroup id -> string ids of its path and its systemd unit.
-  std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cgroup_strings_;
-  std::pair<uint64_t, const std::pair<uint32_t, uint32_t>*> last_cgroup_ = {0, nullptr};
   // By batch: SMT_BATCH_SEQ's n of the last count-carrying record consumed.
   std::vector<uint32_t> seen_;
   // hold_after(): by batch, the last n to count; records past it, held.

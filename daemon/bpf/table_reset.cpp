@@ -115,7 +115,8 @@ Snapshot BpfSession::reset() {
   std::copy(next_base.begin(), next_base.end(), table_.book().baseline[(ended + 1) & 1]);
   table_.clear();
   user_table_.clear(table_.shared().hash_seed);
-  user_stacks_.clear();
+  if (UserStackCollector* u = resolver_.user_stacks()) u->clear();
+  user_scanned_ = 0;
   store_.clear();
   consumer_.clear_overflow();
   if (!wait_grace_period())

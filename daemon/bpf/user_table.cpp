@@ -53,6 +53,21 @@ void UserTable::clear(uint32_t seed) const {
   __atomic_store_n(&shared_->hash_seed, seed, __ATOMIC_SEQ_CST);
 }
 
+// The writers' probe order from the element's hash (stack_table.h).
+uint32_t UserTable::slot_of(uint32_t elt) const {
+  pool_.reveal_handed_out(shared_->next_elt);
+  if (elt >= pool_.visible()) return SMT_NO_STACK_ID;
+  const uint32_t key = __atomic_load_n(&pool_.base()[elt].hash, __ATOMIC_RELAXED);
+  const auto* slots = slots_.as<const smt_slot>();
+  const uint32_t home = key >> (32 - (bits_ + 1));
+  for (uint32_t i = 0; i < SMT_MAX_PROBES; ++i) {
+    const uint32_t id = (home + i) & (table_size() - 1);
+    if (__atomic_load_n(&slots[id].elt, __ATOMIC_ACQUIRE) == elt + 1)
+      return pool_.published_elt(slots, bits_, shared_->next_elt, id) ? id : SMT_NO_STACK_ID;
+  }
+  return SMT_NO_STACK_ID;
+}
+
 uint32_t UserTable::entries() const {
   const uint32_t n = __atomic_load_n(&shared_->next_elt, __ATOMIC_RELAXED);
   return n < (1u << bits_) ? n : 1u << bits_;

@@ -129,6 +129,11 @@ std::string format_metrics(const MetricsInput& in) {
   w.one("stackmapd_key_overflow_total", "counter",
         "Events counted to a stack's other entry because of the key cap, this epoch.",
         st.key_overflow);
+  // Only once it happened: the families are those of earlier versions until then.
+  if (st.user_stacks_dropped)
+    w.one("stackmapd_user_stacks_dropped_total", "counter",
+          "User stacks left unresolved because the resolver's queue was full, this epoch.",
+          st.user_stacks_dropped);
   w.one("stackmapd_ringbuf_used_bytes", "gauge", "Bytes in the ids ring buffer not consumed yet.",
         in.ring_used_bytes);
   w.one("stackmapd_ringbuf_size_bytes", "gauge", "Size of the ids ring buffer.",

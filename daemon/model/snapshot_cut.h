@@ -7,6 +7,7 @@
 // (daemon/run/export_worker.h).
 #pragma once
 
+#include <functional>
 #include <utility>
 
 #include "daemon/model/snapshot.h"
@@ -19,11 +20,15 @@ struct SnapshotCut {
 
   Snapshot finish() && {
     snap.stacks = store.snapshot(snap.sources);
+    if (complete) complete(snap);
     return std::move(snap);
   }
 
   Snapshot snap;     // all but its stacks
   StackStore store;  // the stacks, a copy at the cut
+  // What the cut's stacks still await from another thread (the names of
+  // their user stacks): may wait for it.
+  std::function<void(Snapshot&)> complete;
 };
 
 }  // namespace stackmapd

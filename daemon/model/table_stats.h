@@ -27,15 +27,16 @@ struct TableStats {
   uint64_t offcpu_open = 0;      // --offcpu blocks still open at the end, counted up to then
   uint64_t ring_bytes = 0;       // submitted to the ring buffer since load, headers included
   uint64_t overflow_stacks = 0;  // stacks sent whole that the daemon keeps beside the table's
-  uint64_t overflow_lost = 0;
+  uint64_t overflow_lost = 0;    // events sent whole past the overflow store's cap: not kept
   // --user-stacks only (exports print these lines only then)
   bool user_stacks = false;
   uint32_t user_entries = 0;           // user table pool elements in use (of pool_size)
   uint64_t user_stacks_truncated = 0;  // stopping short of an entry point (no frame pointers)
   uint64_t user_processes_gone = 0;  // stacks whose process exited before the daemon read its maps
   uint64_t user_maps_evicted = 0;    // process maps dropped from the cache (its cap)
-  uint64_t user_binaries_evicted = 0;  // symbol tables closed (the symbolizer's cap)    // events
-                                       // sent whole past the overflow store's cap: not kept
+  uint64_t user_binaries_evicted = 0;  // symbol tables closed (the symbolizer's cap)
+  // User stacks not resolved: the resolver's queue was full (metrics only).
+  uint64_t user_stacks_dropped = 0;
 
   uint64_t get(smt_counter c) const { return counters[c]; }
   uint64_t drops() const {

@@ -36,6 +36,13 @@ struct UserStack {
   std::vector<UserFrame> frames;  // innermost first
 };
 
+// A user stack as its source captured it: addresses only.
+struct UserStackIps {
+  uint32_t pid = 0;           // tgid
+  uint32_t exec_id = 0;       // low bits of the task's exec count (0: unknown)
+  std::vector<uint64_t> ips;  // user frames, innermost first
+};
+
 struct UserStackSet {
   bool enabled = false;  // --user-stacks
   std::vector<UserBinary> binaries;

@@ -38,6 +38,9 @@ class UserSymbolizer {
   Result resolve(const std::string& key, const std::string& file, uint64_t file_offset,
                  bool is_return);
 
+  // Whether `key`'s binary is open (or known unreadable): resolve() then
+  // needs no file.
+  bool holds(const std::string& key) const { return binaries_.count(key) != 0; }
   size_t open_binaries() const { return binaries_.size(); }
   uint64_t evictions() const { return evictions_; }
 

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "daemon/resolve/user_capture.h"
+
+#include <fcntl.h>
+
+#include <array>
+#include <string_view>
+
+#include "stackmapd/abi.h"
+
+namespace stackmapd {
+
+bool reaches_entry_point(const UserStack& s) {
+  if (s.frames.empty() || s.frames.back().symbols.empty()) return false;
+  static constexpr std::array<std::string_view, 8> kEntries = {"_start",
+                                                               "__libc_start_main",
+                                                               "__libc_start_call_main",
+                                                               "start_thread",
+                                                               "clone",
+                                                               "clone3",
+                                                               "thread_start",
+                                                               "__clone"};
+  const std::string& outer = s.frames.back().symbols.back();
+  const std::string_view name = std::string_view(outer).substr(0, outer.rfind("+0x"));
+  for (std::string_view e : kEntries)
+    if (name == e) return true;
+  return false;
+}
+
+UserCapture::UserCapture(std::string proc) : proc_(std::move(proc)) {}
+
+const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool reread) {
+  const uint64_t key = uint64_t{exec_id} << 32 | pid;
+  for (auto it = maps_.begin(); it != maps_.end(); ++it)
+    if (it->first == key) {
+      if (reread) {
+        std::optional<ProcessMaps> fresh = ProcessMaps::read(pid, proc_);
+        if (fresh) it->second = std::move(*fresh);
+      }
+      maps_.splice(maps_.begin(), maps_, it);
+      return &maps_.front().second;
+    }
+  std::optional<ProcessMaps> m = ProcessMaps::read(pid, proc_);
+  if (!m) return nullptr;
+  if (maps_.size() >= kMaxProcesses) {
+    maps_.pop_back();
+    ++processes_evicted_;
+  }
+  maps_.emplace_front(key, std::move(*m));
+  return &maps_.front().second;
+}
+
+int32_t UserCapture::binary_index(const MappedFile& f) {
+  auto [it, added] = binary_ids_.emplace(std::make_pair(f.path, f.build_id),
+                                         static_cast<int32_t>(binaries_.size()));
+  if (added) binaries_.push_back(UserBinary{f.path, f.build_id});
+  return it->second;
+}
+
+// The symbolizer's cache key: the build id, else the path.
+const std::string& UserCapture::key_of(int32_t binary) const {
+  const UserBinary& b = binaries_[binary];
+  return b.build_id.empty() ? b.path : b.build_id;
+}
+
+std::shared_ptr<const UniqueFd> UserCapture::open_file(int32_t binary, const MappedFile& f) {
+  auto it = open_files_.find(binary);
+  if (it != open_files_.end()) return it->second;
+  if (open_files_.size() >= kMaxOpenFiles) return nullptr;
+  auto fd = std::make_shared<const UniqueFd>(open(f.open_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!*fd) return nullptr;
+  open_files_.emplace(binary, fd);
+  return fd;
+}
+
+CapturedStack UserCapture::capture(const UserStackIps& ips) {
+  CapturedStack c;
+  c.stack.pid = ips.pid;
+  const ProcessMaps* maps = maps_of(ips.pid, ips.exec_id, false);
+  // Code mapped since the maps were read (dlopen): read them again, once.
+  bool reread = false;
+  for (uint64_t addr : ips.ips) {
+    UserFrame f;
+    f.addr = addr;
+    const MappedFile* file = maps ? maps->find(addr) : nullptr;
+    if (!file && maps && !reread) {
+      reread = true;
+      maps = maps_of(ips.pid, ips.exec_id, true);
+      file = maps ? maps->find(addr) : nullptr;
+    }
+    if (file) {
+      f.binary = binary_index(*file);
+      f.file_offset = addr - file->start + file->pgoff;
+      // /proc/PID/map_files/... opens only while the process lives.
+      auto [at, added] = c.files.try_emplace(f.binary, CapturedStack::File{file->open_path, {}});
+      if (added && !symbolizer_.holds(key_of(f.binary))) at->second.fd = open_file(f.binary, *file);
+    }
+    c.stack.frames.push_back(std::move(f));
+  }
+  c.gone = maps == nullptr;
+  return c;
+}
+
+UserStack UserCapture::symbolize(CapturedStack&& c) {
+  UserStack s = std::move(c.stack);
+  for (size_t i = 0; i < s.frames.size(); ++i) {
+    UserFrame& f = s.frames[i];
+    if (f.binary < 0) continue;
+    const CapturedStack::File& at = c.files[f.binary];
+    const std::string& key = key_of(f.binary);
+    // Read through the descriptor kept open: the process may be gone. A
+    // binary it could not open stays unnamed in this stack only; resolve()
+    // would keep it as unreadable for every process that maps it.
+    std::string file = at.open_path;
+    if (at.fd && *at.fd) file = "/proc/self/fd/" + std::to_string(at.fd->get());
+    else if (!symbolizer_.holds(key)) continue;
+    UserSymbolizer::Result r = symbolizer_.resolve(key, file, f.file_offset, i > 0);
+    open_files_.erase(f.binary);  // open in the symbolizer now (or unreadable)
+    f.elf_addr = r.elf_addr;
+    f.symbols = std::move(r.symbols);
+    f.srcline = std::move(r.srcline);
+  }
+  s.truncated = s.frames.size() >= SMT_MAX_USER_DEPTH || !reaches_entry_point(s);
+  return s;
+}
+
+}  // namespace stackmapd

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0
+// --user-stacks, the resolver worker's two steps for one user stack:
+// capture() while its process most likely still runs: its mappings
+// (/proc/PID/maps, cached per process and exec) give each frame a binary and
+// a file offset, and each binary the symbolizer has not opened yet is opened
+// now, so that symbolize() needs nothing of the process: a process that
+// exits between the two steps keeps its symbols. symbolize() then names the
+// frames with libdwfl (user_symbolizer.h), the slow step.
+//
+// Memory is bounded: kMaxProcesses processes' maps and UserSymbolizer's open
+// binaries, each cap counted. One thread uses an instance.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "daemon/model/user_stack.h"
+#include "daemon/symbols/user_maps.h"
+#include "daemon/symbols/user_symbolizer.h"
+#include "daemon/sys/unique_fd.h"
+
+namespace stackmapd {
+
+// A user stack between the two steps: frames with their binary and file
+// offset, no symbols yet.
+struct CapturedStack {
+  UserStack stack;
+  bool gone = false;  // the process had exited: frames unresolved
+  // By binary: where it was mapped, and the file held open since capture()
+  // when the symbolizer had not opened it yet (shared by the stacks
+  // captured meanwhile: one descriptor per binary).
+  struct File {
+    std::string open_path;
+    std::shared_ptr<const UniqueFd> fd;
+  };
+  std::map<int32_t, File> files;
+};
+
+class UserCapture {
+ public:
+  static constexpr size_t kMaxProcesses = 256;
+  // Binaries held open for the stacks captured ahead of symbolize(); past
+  // it, a new binary is opened by path when symbolized, if still there.
+  static constexpr size_t kMaxOpenFiles = 128;
+
+  // `proc` is the proc filesystem's root (tests pass another).
+  explicit UserCapture(std::string proc = "/proc");
+
+  CapturedStack capture(const UserStackIps& ips);
+  // Fills the frames' symbols and whether the stack is whole.
+  UserStack symbolize(CapturedStack&& c);
+
+  // Every binary a frame named so far, by index (UserFrame::binary).
+  const std::vector<UserBinary>& binaries() const { return binaries_; }
+  uint64_t processes_evicted() const { return processes_evicted_; }
+  uint64_t binaries_evicted() const { return symbolizer_.evictions(); }
+
+ private:
+  const ProcessMaps* maps_of(uint32_t pid, uint32_t exec_id, bool reread);
+  int32_t binary_index(const MappedFile& f);
+  std::shared_ptr<const UniqueFd> open_file(int32_t binary, const MappedFile& f);
+  const std::string& key_of(int32_t binary) const;
+
+  std::string proc_;
+  UserSymbolizer symbolizer_;
+  // (pid, exec id) -> maps, most recently used first: an exec is a new key.
+  std::list<std::pair<uint64_t, ProcessMaps>> maps_;
+  std::vector<UserBinary> binaries_;
+  std::map<std::pair<std::string, std::string>, int32_t> binary_ids_;  // (path, build id)
+  std::map<int32_t, std::shared_ptr<const UniqueFd>> open_files_;      // by binary
+  uint64_t processes_evicted_ = 0;
+};
+
+// The outermost frame is where a process or thread starts: the stack is whole.
+bool reaches_entry_point(const UserStack& s);
+
+}  // namespace stackmapd

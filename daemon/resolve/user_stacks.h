@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: GPL-2.0
+// --user-stacks: turns the user table's stacks into UserStacks
+// (daemon/model/user_stack.h) off the loop's thread. The loop sees a user
+// stack id as the table publishes it (BpfSession::drain() scans the table's
+// new elements; an event still in the batches may name it much later, its
+// process gone) or in an event; the first time, it reads the stack's frames
+// from the table and queues them (a bounded queue: when full, the stack is dropped
+// and counted). A worker thread captures each queued stack at once, while
+// its process most likely still runs, then symbolizes it (user_capture.h):
+// every queued stack is captured before the next one is symbolized, so that
+// a slow binary delays names, never captures. The loop never waits on /proc
+// or libdwfl.
+//
+// A snapshot names the user stacks of the events it counts: at the cut the
+// loop takes mark() (every stack queued so far); the snapshot's completion,
+// on whichever thread finishes it, waits for the worker to have resolved
+// those and copies them, no stack queued later.
+//
+// This worker is where per-process work that must run while the process
+// lives belongs (the DWARF unwinder's tables, next).
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/model/user_stack.h"
+
+namespace stackmapd {
+
+class UserCapture;
+struct UserStackShared;  // the queue and what the worker resolved (user_stacks.cpp)
+struct UserStackEpoch;   // the stacks resolved since the last clear()
+
+struct UserStackCounts {
+  uint64_t processes_evicted = 0;  // maps dropped from the cache to make room
+  uint64_t binaries_evicted = 0;   // symbol tables closed to make room
+  uint64_t gone = 0;               // stacks whose process had exited: frames unresolved
+  uint64_t truncated = 0;          // stacks that stop short of an entry point
+  uint64_t dropped = 0;            // stacks not queued: the queue was full
+};
+
+class UserStackCollector {
+ public:
+  static constexpr size_t kDefaultMaxQueued = 4096;
+  // Reads a user stack's frames from its source; nullopt when it has none.
+  using Reader = std::function<std::optional<UserStackIps>(uint32_t id)>;
+
+  // Ids below `ids` are user stack ids; `proc` is the proc filesystem's root.
+  UserStackCollector(uint32_t ids, Reader read, std::string proc = "/proc",
+                     size_t max_queued = kDefaultMaxQueued);
+  ~UserStackCollector();
+  UserStackCollector(const UserStackCollector&) = delete;
+  UserStackCollector& operator=(const UserStackCollector&) = delete;
+
+  // The consumer's hot path: a known id costs one array access.
+  void see(uint32_t id) {
+    if (id < seen_.size() && !seen_[id]) first_sight(id);
+  }
+
+  // The loop's mark of what a snapshot cut now holds.
+  struct Mark {
+    std::shared_ptr<UserStackShared> shared;
+    std::shared_ptr<UserStackEpoch> epoch;
+    uint64_t queued = 0, dropped = 0;
+  };
+  Mark mark() const;
+  // Waits until every stack queued before `m` is resolved (or the collector
+  // is gone) and returns them.
+  static UserStackSet stacks_at(const Mark& m, UserStackCounts* counts = nullptr);
+  // Every stack queued so far, resolved: waits for the worker. For a
+  // writer that names each event's stack as it goes (--perfetto with --trace).
+  const UserStackSet& resolved();
+  // Everything resolved so far (counts of this epoch's stacks).
+  UserStackCounts counts() const;
+  // Forgets the stacks (a reset emptied the table). Stacks still queued are
+  // resolved for the snapshots that hold them.
+  void clear();
+
+ private:
+  void first_sight(uint32_t id);
+  static void run_worker(UserStackShared& shared, UserCapture& capture);
+
+  Reader read_;
+  size_t max_queued_;
+  std::vector<uint8_t> seen_;  // by id
+  uint64_t queued_ = 0;        // stacks queued since the start, the loop's count
+  uint64_t dropped_ = 0;
+  std::shared_ptr<UserStackShared> shared_;
+  std::shared_ptr<UserStackEpoch> epoch_;
+  UserStackSet resolved_;  // resolved(): every stack queued before resolved_through_
+  uint64_t resolved_through_ = 0;
+  std::thread worker_;
+};
+
+}  // namespace stackmapd
