@@ -849,9 +849,13 @@ def bench_offcpu(a, bins):
 
 # Each daemon configuration that loads a program of its own shape (settings in
 # .rodata prune what is off, so a program's size depends on them).
-PROG_CONFIGS = (("tracepoint", ["-e", EVENT]), ("trace", ["--trace", "/dev/null", "-e", EVENT]),
-                ("user_stacks", ["--user-stacks", "-e", EVENT]), ("profile", ["--profile", "99"]),
-                ("fentry", ["-f", "vfs_read"]), ("offcpu", ["--offcpu"]))
+# (name, options, the program it is about: the last one the daemon loads).
+PROG_CONFIGS = (("tracepoint", ["-e", EVENT], "stackmapd_tracepoint"),
+                ("trace", ["--trace", "/dev/null", "-e", EVENT], "stackmapd_tracepoint"),
+                ("user_stacks", ["--user-stacks", "-e", EVENT], "stackmapd_tracepoint"),
+                ("profile", ["--profile", "99"], "stackmapd_profile"),
+                ("fentry", ["-f", "vfs_read"], "stackmapd_fentry"),
+                ("offcpu", ["--offcpu"], "stackmapd_offcpu"))
 
 
 def held_programs(pid):
@@ -870,33 +874,33 @@ def held_programs(pid):
     return out
 
 
-def program_sizes(binary, args):
+def program_sizes(binary, args, wanted):
     """{"programs": [{name, id, bytes_xlated, bytes_jited, verified_insns}]} of the
-    programs one daemon of `binary` started with `args` loads, read once they
-    stop changing, or {"error": its last line} when it exits first."""
+    programs one daemon of `binary` started with `args` holds once it holds
+    `wanted` (each program is verified in turn, for up to seconds), or
+    {"error": its last line} when it exits first."""
     outdir = tempfile.mkdtemp(prefix="stackmapd-bench-progs-")
     proc = subprocess.Popen(pinned([binary, "--output", outdir] + args),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        seen, end = {}, time.time() + 30
-        while time.time() < end:
+        shown, end = {}, time.time() + 60
+        while True:
             if proc.poll() is not None:  # e.g. no fentry on this kernel: its message instead
                 return {"error": (proc.stderr.read().strip().splitlines() or ["?"])[-1]}
-            now = held_programs(proc.pid)
-            if now and now.keys() == seen.keys():
+            held = held_programs(proc.pid)
+            for prog_id in held.keys() - shown.keys():
+                shown[prog_id] = json.loads(sh(["bpftool", "-j", "prog", "show", "id",
+                                                str(prog_id)]))
+            if any(shown[i]["name"] == wanted for i in held):
                 break
-            seen = now
-            time.sleep(0.5)
-        else:
-            raise RuntimeError(f"{binary} {' '.join(args)} loaded no program within 30 s")
-        progs = []
-        for prog_id, info in sorted(seen.items()):
-            p = json.loads(sh(["bpftool", "-j", "prog", "show", "id", str(prog_id)]))
-            progs.append({"name": p["name"], "id": prog_id, "bytes_xlated": p["bytes_xlated"],
-                          "bytes_jited": p.get("bytes_jited"),
-                          "verified_insns": int(info["verified_insns"])
-                          if "verified_insns" in info else None})
-        return {"programs": progs}
+            if time.time() > end:
+                raise RuntimeError(f"{binary} {' '.join(args)}: no {wanted} within 60 s")
+            time.sleep(0.2)
+        return {"programs": [
+            {"name": shown[i]["name"], "id": i, "bytes_xlated": shown[i]["bytes_xlated"],
+             "bytes_jited": shown[i].get("bytes_jited"),
+             "verified_insns": int(held[i]["verified_insns"]) if "verified_insns" in held[i]
+             else None} for i in sorted(held)]}
     finally:
         stop_proc(proc)
         subprocess.run(["rm", "-rf", outdir])
@@ -912,8 +916,8 @@ def bench_progs(a, bins):
     res = {}
     for build, binary in builds.items():
         res[build] = {}
-        for config, args in PROG_CONFIGS:
-            x = res[build][config] = program_sizes(binary, args)
+        for config, args, wanted in PROG_CONFIGS:
+            x = res[build][config] = program_sizes(binary, args, wanted)
             log("programs %-8s %-11s %s" % (build, config, x.get("error") or ", ".join(
                 f"{p['name']} {p['bytes_xlated']} B xlated, {p['verified_insns']} insns verified"
                 for p in x["programs"])))
@@ -1132,7 +1136,7 @@ def markdown(res):
     if bp:
         base = bp.get("baseline", {})
         rows = []
-        for config, _ in PROG_CONFIGS:
+        for config, _, _ in PROG_CONFIGS:
             cur = bp["current"][config]
             if "error" in cur:
                 rows.append([f"{config}: not loaded ({cur['error']})", "n/a", "n/a"] +

@@ -18,8 +18,6 @@ static __always_inline int send_trace_buf(const volatile struct smt_config *cfg,
 	if (used > SMT_TRACE_BYTES)
 		used = SMT_TRACE_BYTES;
 	size = SMT_TRACE_RECORD_SIZE(used);
-	if (size > SMT_TRACE_HEADER + SMT_TRACE_BYTES)
-		size = SMT_TRACE_HEADER + SMT_TRACE_BYTES;
 	t->kind = SMT_RECORD_TRACE;
 	t->seq = SMT_BATCH_SEQ(batch, n);
 	if (bpf_ringbuf_output(&ids, t, size, wakeup_flags(cfg)))
