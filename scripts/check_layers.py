@@ -13,17 +13,13 @@ import sys
 
 LAYERS = ["sys", "model", "symbols", "resolve", "bpf", "tracefs", "export", "http", "run"]
 
-# Until user_stacks moves into resolve/, its header still names the BPF user
-# table. The one edge allowed; delete this once it is gone.
-ALLOWED = {("daemon/symbols/user_stacks.h", "daemon/bpf/user_table.h")}
-
 INCLUDE = re.compile(r'^\s*#\s*include\s+"daemon/([^/"]+)/[^"]*"')
 
 
 def main():
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
     order = " < ".join(LAYERS)
-    problems, allowed_seen = [], set()
+    problems = []
     for path in sorted((root / "daemon").rglob("*")):
         if path.suffix not in (".h", ".cpp") or not path.is_file():
             continue
@@ -39,18 +35,12 @@ def main():
                 continue
             target = m.group(1)
             included = line.split('"')[1]
-            if (rel, included) in ALLOWED:
-                allowed_seen.add((rel, included))
-                continue
             if target not in LAYERS:
                 problems.append(f"{rel}:{n}: includes {included} of daemon/{target}/, "
                                 f"a folder with no layer ({order})")
             elif LAYERS.index(target) > LAYERS.index(folder):
                 problems.append(f"{rel}:{n}: {folder} includes {included}, but {target} is above "
                                 f"{folder}: a folder includes only folders below it ({order})")
-    for rel, included in sorted(ALLOWED - allowed_seen):
-        problems.append(f"{rel}: no longer includes {included}: delete its entry in ALLOWED "
-                        f"(scripts/check_layers.py)")
     for p in problems:
         print(p)
     if problems:
