@@ -16,7 +16,7 @@
 // serves holds no raw address, kernel (KASLR) or user (JsonOptions): frames
 // that do not resolve show as "[unknown]"; a unix socket (0660, root and the
 // export group, like the exports) serves the export as it is. The profile is
-// the exception: pprof locations carry their addresses (README says so).
+// the exception: pprof locations carry their addresses (docs/outputs.md says so).
 #pragma once
 
 #include <sys/types.h>
