@@ -17,6 +17,7 @@
 #include "daemon/run/control.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/unique_fd.h"
+#include "tests/loop_client.h"
 
 namespace stackmapd {
 namespace {
@@ -57,29 +58,9 @@ class Control : public ::testing::Test {
   // fails if any one turn waited on a client. A turn that waits blocks until that client's
   // deadline (2 s in these tests), so 1 s tells the two apart however loaded the machine is.
   std::string reply(const UniqueFd& fd, std::chrono::milliseconds limit = 2000ms) {
-    std::string out;
-    auto end = Clock::now() + limit;
-    while (Clock::now() < end) {
-      auto t = Clock::now();
-      loop_.run_once(10ms);
-      EXPECT_LT(Clock::now() - t, 1000ms) << "a turn of the loop waited";
-      char buf[4096];
-      for (;;) {
-        ssize_t n = recv(fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
-        if (n > 0) {
-          out.append(buf, static_cast<size_t>(n));
-          continue;
-        }
-        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return out;
-        break;
-      }
-    }
-    return out + "<no end of file>";
+    return read_to_end(loop_, fd, limit);
   }
-  void turn_for(std::chrono::milliseconds d) {
-    auto end = Clock::now() + d;
-    while (Clock::now() < end) loop_.run_once(10ms);
-  }
+  void turn_for(std::chrono::milliseconds d) { turn_loop_for(loop_, d, 10ms); }
 
   std::string path_;
   EventLoop loop_;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "daemon/http/server.h"
+#include "tests/loop_client.h"
 
 namespace stackmapd::http {
 namespace {
@@ -60,34 +61,14 @@ class Http : public ::testing::Test {
   // Turns the loop until `fd` has its whole response (end of file); fails if
   // one turn waited on a client (a wait would last a 2 s deadline).
   std::string response(const UniqueFd& fd, std::chrono::milliseconds limit = 2000ms) {
-    std::string out;
-    auto end = Clock::now() + limit;
-    while (Clock::now() < end) {
-      auto t = Clock::now();
-      loop_.run_once(10ms);
-      EXPECT_LT(Clock::now() - t, 1000ms) << "a turn of the loop waited";
-      char buf[65536];
-      for (;;) {
-        ssize_t n = recv(fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
-        if (n > 0) {
-          out.append(buf, static_cast<size_t>(n));
-          continue;
-        }
-        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return out;
-        break;
-      }
-    }
-    return out + "<no end of file>";
+    return read_to_end(loop_, fd, limit);
   }
   static std::string status_line(const std::string& r) { return r.substr(0, r.find("\r\n")); }
   static std::string body(const std::string& r) {
     size_t p = r.find("\r\n\r\n");
     return p == std::string::npos ? "" : r.substr(p + 4);
   }
-  void turn_for(std::chrono::milliseconds d) {
-    auto end = Clock::now() + d;
-    while (Clock::now() < end) loop_.run_once(5ms);
-  }
+  void turn_for(std::chrono::milliseconds d) { turn_loop_for(loop_, d, 5ms); }
 
   EventLoop loop_;
   std::optional<Server> server_;

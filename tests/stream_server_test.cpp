@@ -17,11 +17,12 @@
 #include <optional>
 #include <vector>
 
+#include "tests/loop_client.h"
+
 namespace stackmapd {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = EventLoop::Clock;
 
 class Stream : public ::testing::Test {
  protected:
@@ -59,27 +60,9 @@ class Stream : public ::testing::Test {
   }
   // Turns the loop until `fd` has everything up to its end of file.
   std::string read_all(const UniqueFd& fd, std::chrono::milliseconds limit = 2000ms) {
-    std::string out;
-    auto end = Clock::now() + limit;
-    while (Clock::now() < end) {
-      loop_.run_once(10ms);
-      char buf[65536];
-      for (;;) {
-        ssize_t n = recv(fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
-        if (n > 0) {
-          out.append(buf, static_cast<size_t>(n));
-          continue;
-        }
-        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return out;
-        break;
-      }
-    }
-    return out + "<no end of file>";
+    return read_to_end(loop_, fd, limit);
   }
-  void turn_for(std::chrono::milliseconds d) {
-    auto end = Clock::now() + d;
-    while (Clock::now() < end) loop_.run_once(5ms);
-  }
+  void turn_for(std::chrono::milliseconds d) { turn_loop_for(loop_, d, 5ms); }
 
   ListenAddress address_;
   EventLoop loop_;
