@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/export/exports.h"
+#include "tests/snapshot_outputs.h"
 
 namespace stackmapd {
 namespace {
@@ -38,7 +39,16 @@ Snapshot weighted_snapshot() {
   other.weight = 8192;
   b.by = {other};
   snap.stacks = {a, b};
+  intern_callstacks(snap);
   return snap;
+}
+
+// --top and the flame graphs of `snap`, its frames unresolved.
+std::string top_of(const Snapshot& snap, size_t n) {
+  return format_top(snap, n, FrameNames(snap, nullptr));
+}
+std::vector<SymbolizedStack> flames_of(const Snapshot& snap) {
+  return flame_stacks(snap, FrameNames(snap, nullptr));
 }
 
 TEST(Breakdown, KeyFramesMergeCommAndPidAsPsPrintsThem) {
@@ -54,7 +64,7 @@ TEST(Breakdown, KeyFramesMergeCommAndPidAsPsPrintsThem) {
 }
 
 TEST(Breakdown, WeightedTopRanksBySumAndShowsCountsAndKeys) {
-  const std::string top = format_top(weighted_snapshot(), 2, nullptr);
+  const std::string top = top_of(weighted_snapshot(), 2);
   EXPECT_NE(top.find("12 events (8272 bytes_alloc), 2 unique stacks; top 2:"), std::string::npos)
       << top;
   const size_t first = top.find("#1 stack_id 9: 2 events (16.67%), 8192 bytes_alloc (99.03%)");
@@ -71,7 +81,7 @@ TEST(Breakdown, WeightedTopRanksBySumAndShowsCountsAndKeys) {
 }
 
 TEST(Breakdown, TopZeroMeansEveryStack) {
-  const std::string top = format_top(weighted_snapshot(), 0, nullptr);
+  const std::string top = top_of(weighted_snapshot(), 0);
   EXPECT_NE(top.find("top 2:"), std::string::npos) << top;
 }
 
@@ -81,7 +91,7 @@ TEST(Breakdown, OffCpuNanosecondsReadAsMilliseconds) {
 }
 
 TEST(Breakdown, FlameStacksRootAtTheKeysAndCountByWeight) {
-  const std::vector<SymbolizedStack> flames = flame_stacks(weighted_snapshot(), nullptr);
+  const std::vector<SymbolizedStack> flames = flames_of(weighted_snapshot());
   ASSERT_EQ(flames.size(), 3u);
   EXPECT_EQ(flames[0].count, 48u);
   EXPECT_EQ(flames[0].frames.back(), "wl[100]");
@@ -94,15 +104,15 @@ TEST(Breakdown, FlameStacksRootAtTheKeysAndCountByWeight) {
 TEST(Breakdown, FlameStacksWithoutByKeepOneStackEach) {
   Snapshot snap = weighted_snapshot();
   snap.keys_requested = false;
-  const std::vector<SymbolizedStack> flames = flame_stacks(snap, nullptr);
+  const std::vector<SymbolizedStack> flames = flames_of(snap);
   ASSERT_EQ(flames.size(), 2u);
   EXPECT_EQ(flames[1].count, 8192u);
   snap.weight_unit.clear();
-  EXPECT_EQ(flame_stacks(snap, nullptr)[1].count, 2u);
+  EXPECT_EQ(flames_of(snap)[1].count, 2u);
 }
 
 TEST(Breakdown, JsonHasTheRequestedKeysSumsAndSources) {
-  const nlohmann::json doc = nlohmann::json::parse(format_json(weighted_snapshot(), nullptr));
+  const nlohmann::json doc = nlohmann::json::parse(json_of(weighted_snapshot(), nullptr));
   EXPECT_EQ(doc["sources"], nlohmann::json::array({"kmem:kmem_cache_alloc"}));
   EXPECT_EQ(doc["keys"], nlohmann::json::array({"comm", "pid"}));
   EXPECT_EQ(doc["weight"], "bytes_alloc");
@@ -118,7 +128,7 @@ TEST(Breakdown, JsonWithoutByHasNoBreakdown) {
   Snapshot snap = weighted_snapshot();
   snap.keys_requested = false;
   snap.weight_unit.clear();
-  const nlohmann::json doc = nlohmann::json::parse(format_json(snap, nullptr));
+  const nlohmann::json doc = nlohmann::json::parse(json_of(snap, nullptr));
   EXPECT_FALSE(doc["stacks"][0].contains("by"));
   EXPECT_FALSE(doc["stacks"][0].contains("sum"));
   EXPECT_FALSE(doc.contains("keys"));

@@ -15,6 +15,7 @@
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/symbols/user_maps.h"
 #include "daemon/sys/error.h"
+#include "tests/snapshot_outputs.h"
 
 namespace stackmapd {
 namespace {
@@ -36,13 +37,12 @@ std::vector<StackRecord> two_stacks() {
 TEST(Exports, StackMapTextMatchesTheRfcLayout) {
   Kallsyms k = fixture_symbols();
   std::vector<StackRecord> s = {two_stacks()[0]};
-  EXPECT_EQ(format_stack_map(s, &k),
+  EXPECT_EQ(stack_map_of(s, &k),
             "stack_id 42 [ref 1337, depth 2]\n"
             "  [0] schedule+0x48/0xc0\n"
             "  [1] schedule_timeout+0x1c/0x30\n"
             "\n");
-  EXPECT_EQ(format_stack_map({two_stacks()[1]}, &k),
-            "stack_id 7 [ref 5, depth 1]\n  [0] 0xdead\n\n");
+  EXPECT_EQ(stack_map_of({two_stacks()[1]}, &k), "stack_id 7 [ref 5, depth 1]\n  [0] 0xdead\n\n");
 }
 
 TEST(Exports, StatKeepsTheRfcLinesFirst) {
@@ -93,7 +93,7 @@ TEST(Exports, HitRateIsTheRfcsOnItsPublishedRuns) {
         << text;
     Snapshot snap;
     snap.stats = st;
-    auto doc = nlohmann::json::parse(format_json(snap, nullptr));
+    auto doc = nlohmann::json::parse(json_of(snap, nullptr));
     EXPECT_EQ(doc["stats"]["hit_rate"], run.hit_rate);
     EXPECT_EQ(doc["stats"]["reuse_rate"], run.reuse_rate);
   }
@@ -114,7 +114,7 @@ TEST(Exports, NoEventsNoRates) {
   EXPECT_EQ(text.find("_rate"), std::string::npos) << text;
   Snapshot snap;
   snap.stats = st;
-  auto doc = nlohmann::json::parse(format_json(snap, nullptr));
+  auto doc = nlohmann::json::parse(json_of(snap, nullptr));
   ASSERT_TRUE(doc["stats"].contains("hit_rate"));
   EXPECT_TRUE(doc["stats"]["hit_rate"].is_null());
   EXPECT_TRUE(doc["stats"]["reuse_rate"].is_null());
@@ -138,7 +138,7 @@ TEST(Exports, JsonCarriesTableParametersStatsAndSymbols) {
   snap.stats.pool_size = 16384;
   snap.stats.entries = 2;
   snap.stacks = two_stacks();
-  auto doc = nlohmann::json::parse(format_json(snap, &k));
+  auto doc = nlohmann::json::parse(json_of(snap, &k));
   EXPECT_EQ(doc["bits"], 14);
   EXPECT_EQ(doc["hash_seed"], 0x1234);
   EXPECT_EQ(doc["table_size"], 32768);
@@ -155,7 +155,8 @@ TEST(Exports, JsonCarriesTableParametersStatsAndSymbols) {
 TEST(Exports, TopOrdersByCountWithShares) {
   Snapshot snap;
   snap.stacks = two_stacks();
-  std::string top = format_top(snap, 1, nullptr);
+  intern_callstacks(snap);
+  std::string top = format_top(snap, 1, FrameNames(snap, nullptr));
   EXPECT_NE(top.find("1342 events, 2 unique stacks; top 1:"), std::string::npos) << top;
   EXPECT_NE(top.find("#1 stack_id 42: 1337 events (99.63%), depth 2"), std::string::npos) << top;
   EXPECT_EQ(top.find("stack_id 7"), std::string::npos);
@@ -175,6 +176,7 @@ TEST_F(ExportFiles, WritesAllFourAtomicallyWithPrivateModes) {
   prepare_output_dir(dir_);
   Snapshot snap;
   snap.stacks = two_stacks();
+  intern_callstacks(snap);
   write_exports(dir_, snap, nullptr);
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename());

@@ -6,7 +6,9 @@
 #include <iostream>
 #include <sstream>
 
+#include "daemon/export/breakdown.h"
 #include "daemon/export/flamegraph.h"
+#include "daemon/export/json_snapshot.h"
 #include "daemon/sys/error.h"
 
 int main(int argc, char** argv) {
@@ -19,7 +21,9 @@ int main(int argc, char** argv) {
     if (!in) throw stackmapd::Error(std::string("cannot read ") + argv[1]);
     std::stringstream text;
     text << in.rdbuf();
-    const auto stacks = stackmapd::stacks_from_json(text.str(), argv[1]);
+    const stackmapd::JsonExport doc = stackmapd::read_json_export(text.str(), argv[1]);
+    const auto stacks =
+        stackmapd::flame_stacks(doc.snap, stackmapd::FrameNames(doc.snap, nullptr, &doc.functions));
     stackmapd::FlameGraphOptions opt;
     opt.title = "kmem:kmem_cache_alloc";
     auto write = [](const char* path, const std::string& content) {

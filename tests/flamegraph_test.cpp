@@ -9,6 +9,8 @@
 #include <regex>
 #include <sstream>
 
+#include "daemon/export/breakdown.h"
+#include "daemon/export/json_snapshot.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 
@@ -41,9 +43,24 @@ std::vector<StackRecord> fixture_stacks() {
   };
 }
 
+// The flame graph's stacks of a table's stacks, as an output context makes them.
+std::vector<SymbolizedStack> flames(std::vector<StackRecord> stacks, const Kallsyms* ksyms) {
+  Snapshot snap;
+  snap.stacks = std::move(stacks);
+  intern_callstacks(snap);
+  return flame_stacks(snap, FrameNames(snap, ksyms));
+}
+
+// Those of a stack_map.json, as decode makes them.
+std::vector<SymbolizedStack> json_flames(std::string_view text,
+                                         const std::string& source = "stack_map.json") {
+  const JsonExport doc = read_json_export(text, source);
+  return flame_stacks(doc.snap, FrameNames(doc.snap, nullptr, &doc.functions));
+}
+
 TEST(FlameGraph, FoldedMergesPathsRootFirstSorted) {
   const Kallsyms ksyms = fixture_symbols();
-  EXPECT_EQ(format_folded(fixture_stacks(), &ksyms),
+  EXPECT_EQ(format_folded(flames(fixture_stacks(), &ksyms)),
             "entry_SYSCALL_64;do_syscall_64;vfs_read;ext4_file_read_iter_[ext4];"
             "kmem_cache_alloc 7\n"
             "entry_SYSCALL_64;do_syscall_64;vfs_read;kmem_cache_alloc 15\n"
@@ -52,7 +69,7 @@ TEST(FlameGraph, FoldedMergesPathsRootFirstSorted) {
 
 TEST(FlameGraph, FoldedWithoutSymbolsUsesAddresses) {
   const std::vector<StackRecord> stacks = {{1, 3, {0xffffffff81000310, 0xffffffff81000010}}};
-  EXPECT_EQ(format_folded(stacks, nullptr), "0xffffffff81000010;0xffffffff81000310 3\n");
+  EXPECT_EQ(format_folded(flames(stacks, nullptr)), "0xffffffff81000010;0xffffffff81000310 3\n");
 }
 
 TEST(FlameGraph, FoldedKeepsFormatForAnyName) {
@@ -65,8 +82,7 @@ TEST(FlameGraph, FoldedKeepsFormatForAnyName) {
 
 TEST(FlameGraph, SymbolizeStacksNamesModulesAndAddresses) {
   const Kallsyms ksyms = fixture_symbols();
-  const auto out =
-      symbolize_stacks({{9, 4, {0xffffffffc0001010, 0xbeef, 0xffffffff81000210}}}, &ksyms);
+  const auto out = flames({{9, 4, {0xffffffffc0001010, 0xbeef, 0xffffffff81000210}}}, &ksyms);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].count, 4u);
   EXPECT_EQ(out[0].frames,
@@ -128,7 +144,7 @@ TEST(FlameGraph, SvgIsWellFormedWithProportionalWidths) {
   const Kallsyms ksyms = fixture_symbols();
   FlameGraphOptions opt;
   opt.title = "kmem <test> & more";
-  const std::string svg = render_flamegraph_svg(fixture_stacks(), &ksyms, opt);
+  const std::string svg = render_flamegraph_svg(flames(fixture_stacks(), &ksyms), opt);
   expect_balanced(svg);
   EXPECT_NE(svg.find("kmem &lt;test&gt; &amp; more"), std::string::npos);
   EXPECT_EQ(svg.find("http://"), svg.find("http://www.w3.org/2000/svg"));  // nothing external
@@ -149,8 +165,8 @@ TEST(FlameGraph, SvgIsWellFormedWithProportionalWidths) {
 
 TEST(FlameGraph, SvgRootAtBottomAndColorsWarmAndStable) {
   const Kallsyms ksyms = fixture_symbols();
-  const std::string svg = render_flamegraph_svg(fixture_stacks(), &ksyms);
-  EXPECT_EQ(svg, render_flamegraph_svg(fixture_stacks(), &ksyms));
+  const std::string svg = render_flamegraph_svg(flames(fixture_stacks(), &ksyms));
+  EXPECT_EQ(svg, render_flamegraph_svg(flames(fixture_stacks(), &ksyms)));
 
   static const std::regex frame(R"re(<title>([^ ]*) [^<]*</title><rect x="[0-9.]+" y="(\d+)" )re"
                                 R"re([^>]* fill="rgb\((\d+),(\d+),(\d+)\)")re");
@@ -219,7 +235,7 @@ constexpr const char* kJson = R"({
 })";
 
 TEST(FlameGraphJson, ReadsStackMapJson) {
-  const auto stacks = stacks_from_json(kJson);
+  const auto stacks = json_flames(kJson);
   ASSERT_EQ(stacks.size(), 3u);
   EXPECT_EQ(stacks[0].count, 6u);
   EXPECT_EQ(stacks[0].frames,
@@ -241,11 +257,11 @@ TEST(FlameGraphJson, SameFoldedAsFromTheTable) {
     for (uint64_t ip : s.ips) syms.push_back(ksyms.format(ip));
     doc["stacks"].push_back({{"ref_count", s.ref_count}, {"symbols", syms}});
   }
-  EXPECT_EQ(format_folded(stacks_from_json(doc.dump())), format_folded(table, &ksyms));
+  EXPECT_EQ(format_folded(json_flames(doc.dump())), format_folded(flames(table, &ksyms)));
 }
 
 TEST(FlameGraphJson, BareArrayAndIpsOnly) {
-  const auto stacks = stacks_from_json(R"([{"ref_count": 4, "ips": ["0x1", "0x2"]}])");
+  const auto stacks = json_flames(R"([{"ref_count": 4, "ips": ["0x1", "0x2"]}])");
   ASSERT_EQ(stacks.size(), 1u);
   EXPECT_EQ(format_folded(stacks), "0x2;0x1 4\n");
 }
@@ -254,7 +270,7 @@ TEST(FlameGraphJson, FixtureLoads) {
   std::ifstream in(STACKMAPD_FIXTURES_DIR "/flame.json");
   std::stringstream text;
   text << in.rdbuf();
-  const auto stacks = stacks_from_json(text.str());
+  const auto stacks = json_flames(text.str());
   uint64_t total = 0;
   for (const auto& s : stacks) total += s.count;
   EXPECT_EQ(stacks.size(), 43u);
@@ -264,7 +280,7 @@ TEST(FlameGraphJson, FixtureLoads) {
 
 void expect_error(std::string_view text, const std::string& needle) {
   try {
-    stacks_from_json(text, "/tmp/x/stack_map.json");
+    json_flames(text, "/tmp/x/stack_map.json");
     ADD_FAILURE() << "no error for " << text;
   } catch (const Error& e) {
     const std::string msg = e.what();
@@ -281,8 +297,10 @@ TEST(FlameGraphJson, MalformedInputNamesTheProblem) {
   expect_error(R"({"bits": 10})", "no \"stacks\" array");
   expect_error(R"({"stacks": {}})", "\"stacks\" is not an array");
   expect_error(R"({"stacks": [7]})", "stacks[0] is not an object");
-  expect_error(R"({"stacks": [{"symbols": []}]})", "stacks[0].ref_count");
-  expect_error(R"({"stacks": [{"ref_count": -1, "symbols": []}]})", "stacks[0].ref_count");
+  expect_error(R"({"stacks": [{"symbols": []}]})",
+               "stacks[0] has no non-negative integer \"ref_count\"");
+  expect_error(R"({"stacks": [{"ref_count": -1, "symbols": []}]})",
+               "stacks[0] has no non-negative integer \"ref_count\"");
   expect_error(R"({"stacks": [{"ref_count": 1}]})", "neither a \"symbols\" nor an \"ips\"");
   expect_error(R"([{"ref_count": 1, "symbols": ["a+0x1/0x2"]}, {"ref_count": 1, "symbols": [3]}])",
                "stacks[1].symbols[0] is not a non-empty string");

@@ -93,6 +93,7 @@ Snapshot golden_snapshot() {
   StackRecord b{7, 5, {0xffffffffc0000010, 0xdead}, 5};
   b.by = {key(1, "init", "syscalls:sys_enter_read", kNoUserStack, 5, 5)};
   s.stacks = {b, a};  // by stack_id
+  intern_callstacks(s);
   return s;
 }
 
@@ -150,28 +151,29 @@ TEST_F(GoldenExports, FileContracts) {
 }
 
 TEST_F(GoldenExports, Views) {
-  expect_golden("top.txt", format_top(snap_, 0, &ksyms_));
-  expect_golden("top1.txt", format_top(snap_, 1, &ksyms_));
-  const std::vector<SymbolizedStack> flame = flame_stacks(snap_, &ksyms_);
+  const FrameNames names(snap_, &ksyms_);
+  expect_golden("top.txt", format_top(snap_, 0, names));
+  expect_golden("top1.txt", format_top(snap_, 1, names));
+  const std::vector<SymbolizedStack> flame = flame_stacks(snap_, names);
   expect_golden("flame.folded", format_folded(flame));
   expect_golden("flame.svg", render_flamegraph_svg(flame));
-  expect_golden("json_no_addresses.json", format_json(snap_, &ksyms_, JsonOptions{false}));
-  expect_golden("stacks.json", format_stacks_json(snap_.stacks, &ksyms_));
-  expect_golden("profile.pb.gz", encode_pprof(snap_, kallsyms_namer(&ksyms_), {}));
+  expect_golden("json_no_addresses.json", format_json(snap_, names, JsonOptions{false}));
+  expect_golden("stacks.json", format_stacks_json(snap_.stacks, names));
+  expect_golden("profile.pb.gz", encode_pprof(snap_, names, {}));
   PprofOptions opt;
   opt.profile_hz = 99;
   opt.label_keys = std::vector<KeyField>{KeyField::comm};
   opt.time_nanos = 1700000000000000000;
   opt.duration_nanos = 5000000000;
   opt.address_base = 0xffffffff81000000;
-  expect_golden("profile_options.pb.gz", encode_pprof(snap_, kallsyms_namer(&ksyms_), opt));
+  expect_golden("profile_options.pb.gz", encode_pprof(snap_, names, opt));
   Snapshot later = golden_snapshot();
   later.stacks[1].ref_count += 4;
   later.stacks[1].weight += 40;
   later.stacks[1].by[0].count += 4;
   later.stacks[1].by[0].weight += 40;
-  expect_golden("delta.pb.gz",
-                encode_pprof(delta_snapshot(snap_, later), kallsyms_namer(&ksyms_), {}));
+  const Snapshot delta = delta_snapshot(snap_, later);
+  expect_golden("delta.pb.gz", encode_pprof(delta, FrameNames(delta, &ksyms_), {}));
   http::MetricsInput in;
   in.stats = snap_.stats;
   in.source_events = {{"kmem:kmalloc", 5}, {"syscalls:sys_enter_read", 5}};

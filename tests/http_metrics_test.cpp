@@ -96,6 +96,7 @@ TEST(HttpPage, CountersStacksAndFlameGraph) {
   snap.stats.entries = 2;
   snap.stats.pool_size = 1024;
   snap.stacks = {{42, 10, {0xffffffff81000148}}, {7, 2, {0xdead}}};
+  intern_callstacks(snap);
   PageOptions opt;
   opt.host = "box<1>";
   std::string page = render_page(snap, &k, opt);

@@ -7,6 +7,7 @@
 
 #include "daemon/export/exports.h"
 #include "daemon/sys/error.h"
+#include "tests/snapshot_outputs.h"
 
 namespace stackmapd {
 namespace {
@@ -28,7 +29,7 @@ TEST(JsonSnapshotTest, ReadsBackWhatFormatJsonWrites) {
   other.count = 2;
   other.weight = 20;
   snap.stacks.push_back({7, 5, {0xffffffff81000010, 0xffffffffc0000000}, 320, {a, other}});
-  JsonExport back = read_json_export(format_json(snap, nullptr), "test.json");
+  JsonExport back = read_json_export(json_of(snap, nullptr), "test.json");
   ASSERT_EQ(back.snap.stacks.size(), 1u);
   const StackRecord& s = back.snap.stacks[0];
   EXPECT_EQ(s.stack_id, 7u);
@@ -52,8 +53,8 @@ TEST(JsonSnapshotTest, FunctionsComeFromTheSymbols) {
     "ips": ["0xffffffff81000010", "0xffffffffc0000040", "0xffffffff81000100"],
     "symbols": ["schedule+0x10/0x80", "nf_hook_slow+0x40/0x100 [nf_tables]", "0xffffffff81000100"]}]})";
   JsonExport back = read_json_export(doc, "test.json");
-  EXPECT_EQ(back.functions.at(0xffffffff81000010), "schedule");
-  EXPECT_EQ(back.functions.at(0xffffffffc0000040), "nf_hook_slow [nf_tables]");
+  EXPECT_EQ(back.functions.at(0xffffffff81000010), (FunctionName{"schedule", ""}));
+  EXPECT_EQ(back.functions.at(0xffffffffc0000040), (FunctionName{"nf_hook_slow", "nf_tables"}));
   EXPECT_FALSE(back.functions.count(0xffffffff81000100));
   EXPECT_FALSE(back.snap.keys_requested);
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "daemon/export/exports.h"
+#include "tests/snapshot_outputs.h"
 
 namespace stackmapd {
 namespace {
@@ -23,6 +24,7 @@ namespace fs = std::filesystem;
 Snapshot two_stacks() {
   Snapshot s;
   s.stacks = {{7, 3, {0x10, 0x20}}, {9, 5, {0x30}}};
+  intern_callstacks(s);
   return s;
 }
 
@@ -35,8 +37,8 @@ TEST(OutputPlan, WritesInTheRegistrysOrderWhateverTheOrderOfTheOptions) {
   OutputContext ctx(snap, nullptr);
   std::ostringstream out;
   plan.write(ctx, out);
-  EXPECT_EQ(out.str(), format_folded(ctx.flame()) + format_stack_map(snap.stacks, nullptr) +
-                           format_stacks_json(snap.stacks, nullptr));
+  EXPECT_EQ(out.str(), format_folded(ctx.flame()) + stack_map_of(snap.stacks, nullptr) +
+                           stacks_json_of(snap.stacks, nullptr));
 }
 
 TEST(OutputPlan, AFailureIsToldAndTheOutputsAfterItAreStillWritten) {
@@ -49,7 +51,7 @@ TEST(OutputPlan, AFailureIsToldAndTheOutputsAfterItAreStillWritten) {
   std::vector<std::string> failed;
   plan.write(ctx, out, [&](const char* label, const std::exception&) { failed.push_back(label); });
   EXPECT_EQ(failed, std::vector<std::string>{"--pprof"});
-  EXPECT_EQ(out.str(), format_stack_map(snap.stacks, nullptr));
+  EXPECT_EQ(out.str(), stack_map_of(snap.stacks, nullptr));
   EXPECT_THROW(plan.write(ctx, out), std::exception) << "without on_error the failure throws";
 }
 

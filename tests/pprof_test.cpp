@@ -91,18 +91,18 @@ Snapshot two_stacks() {
   return snap;
 }
 
-FrameNamer names() {
-  static const std::map<uint64_t, std::string> table{{0xffffffff81000010, "schedule"},
-                                                     {0xffffffff81000020, "kmem_cache_alloc"},
-                                                     {0xffffffff81000100, "do_syscall_64"}};
-  return [](uint64_t ip) {
-    auto it = table.find(ip);
-    return it == table.end() ? std::string() : it->second;
-  };
+// The profile of `snap` (interned here, as its producers do), kernel frames
+// named by a table as a JSON export names them.
+std::string pprof_of(Snapshot snap, const PprofOptions& opt = {}) {
+  static const FunctionNames table{{0xffffffff81000010, {"schedule", ""}},
+                                   {0xffffffff81000020, {"kmem_cache_alloc", ""}},
+                                   {0xffffffff81000100, {"do_syscall_64", ""}}};
+  intern_callstacks(snap);
+  return encode_pprof(snap, FrameNames(snap, nullptr, &table), opt);
 }
 
 TEST(PprofTest, FollowsPprofsRules) {
-  Profile p(encode_pprof(two_stacks(), names(), {}));
+  Profile p(pprof_of(two_stacks()));
   ASSERT_FALSE(p.strings.empty());
   EXPECT_EQ(p.strings[0], "");
   EXPECT_EQ(p.sample_types(),
@@ -124,7 +124,7 @@ TEST(PprofTest, FollowsPprofsRules) {
 }
 
 TEST(PprofTest, OneSamplePerStackLeafFirstWithItsCount) {
-  Profile p(encode_pprof(two_stacks(), names(), {}));
+  Profile p(pprof_of(two_stacks()));
   auto samples = p.messages(2);
   ASSERT_EQ(samples.size(), 2u);
   EXPECT_EQ(varints_of(samples[0], 2), std::vector<uint64_t>{5});
@@ -157,7 +157,7 @@ TEST(PprofTest, ByKeysBecomeLabelsNumericOnesWithAUnit) {
   other.other = true;
   other.count = other.weight = 2;
   snap.stacks[1].by = {other};
-  Profile p(encode_pprof(snap, names(), {}));
+  Profile p(pprof_of(snap));
   auto samples = p.messages(2);
   std::multiset<std::vector<std::string>> labels;
   uint64_t total = 0;
@@ -184,7 +184,7 @@ TEST(PprofTest, LeftOutLabelsMergeTheirSamples) {
   snap.stacks[0].by = {key(1, "worker", 3), key(2, "worker", 2)};
   PprofOptions opt;
   opt.label_keys = std::vector<KeyField>{KeyField::comm};
-  Profile p(encode_pprof(snap, names(), opt));
+  Profile p(pprof_of(snap, opt));
   auto samples = p.messages(2);
   ASSERT_EQ(samples.size(), 2u);  // stack 7 merged, stack 42 without keys
   EXPECT_EQ(p.labels(samples[0]), std::vector<std::string>{"comm=worker"});
@@ -194,7 +194,7 @@ TEST(PprofTest, LeftOutLabelsMergeTheirSamples) {
 TEST(PprofTest, ProfileHzGivesCpuTimeAndItsPeriod) {
   PprofOptions opt;
   opt.profile_hz = 100;
-  Profile p(encode_pprof(two_stacks(), names(), opt));
+  Profile p(pprof_of(two_stacks(), opt));
   EXPECT_EQ(p.sample_types(), (std::vector<std::pair<std::string, std::string>>{
                                   {"samples", "count"}, {"cpu", "nanoseconds"}}));
   EXPECT_EQ(varints_of(p.messages(2)[0], 2), (std::vector<uint64_t>{5, 5 * 10000000ull}));
@@ -209,13 +209,13 @@ TEST(PprofTest, WeightsAreASecondValueInTheirUnit) {
   snap.weight_unit = "bytes_alloc";
   snap.stacks[0].weight = 640;
   snap.stacks[1].weight = 64;
-  Profile p(encode_pprof(snap, names(), {}));
+  Profile p(pprof_of(snap));
   EXPECT_EQ(p.sample_types(), (std::vector<std::pair<std::string, std::string>>{
                                   {"events", "count"}, {"bytes_alloc", "bytes"}}));
   EXPECT_EQ(varints_of(p.messages(2)[0], 2), (std::vector<uint64_t>{5, 640}));
   EXPECT_EQ(p.strings.at(varints_of(p.fields, 14).at(0)), "bytes_alloc");
   snap.weight_unit = "ns";
-  Profile offcpu(encode_pprof(snap, names(), {}));
+  Profile offcpu(pprof_of(snap));
   EXPECT_EQ(offcpu.sample_types()[1],
             (std::pair<std::string, std::string>{"offcpu", "nanoseconds"}));
 }
@@ -253,7 +253,7 @@ Snapshot with_user_stacks() {
 
 TEST(PprofTest, UserFramesFollowTheKernelsInTheirBinarysMapping) {
   const Snapshot snap = with_user_stacks();
-  Profile p(encode_pprof(snap, names(), {}));
+  Profile p(pprof_of(snap));
   std::map<uint64_t, std::vector<Field>> location, mapping;
   for (const auto& loc : p.messages(4)) location[varints_of(loc, 1).at(0)] = loc;
   for (const auto& m : p.messages(3)) mapping[varints_of(m, 1).at(0)] = m;
@@ -326,7 +326,7 @@ TEST(PprofTest, UserFramesFollowTheKernelsInTheirBinarysMapping) {
 TEST(PprofTest, WithoutUserStacksNoUserMapping) {
   Snapshot snap = with_user_stacks();
   snap.user.enabled = false;
-  Profile p(encode_pprof(snap, names(), {}));
+  Profile p(pprof_of(snap));
   EXPECT_EQ(p.messages(3).size(), 1u);
   EXPECT_EQ(p.messages(2).size(), 2u);
 }

@@ -37,6 +37,7 @@ Snapshot stacks(uint32_t n, size_t depth) {
   Snapshot snap;
   for (uint32_t i = 0; i < n; ++i)
     snap.stacks.push_back({2 * i + 1, i + 1, std::vector<uint64_t>(depth, 0xffffffff81000000 + i)});
+  intern_callstacks(snap);
   return snap;
 }
 

@@ -14,6 +14,7 @@
 #include "daemon/export/exports.h"
 #include "daemon/model/fsmb.h"
 #include "daemon/sys/error.h"
+#include "tests/snapshot_outputs.h"
 
 namespace stackmapd {
 namespace {
@@ -160,7 +161,7 @@ TEST(TracefsSnapshot, MapsKernelCountersAndStacks) {
   EXPECT_EQ(stat.rfind("entries:    3 / 1024\n", 0), 0u) << stat;
   // The RFC's 120 * 100 / (120 + 7), and our (120 - 3) * 100 / (120 + 7) on its own line
   EXPECT_NE(stat.find("hit_rate:   94%\nreuse_rate: 92%\n"), std::string::npos) << stat;
-  std::string map = format_stack_map(snap.stacks, nullptr);
+  std::string map = stack_map_of(snap.stacks, nullptr);
   EXPECT_NE(map.find("stack_id 1500 [ref 117, depth 3]\n"), std::string::npos) << map;
 }
 

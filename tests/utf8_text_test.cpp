@@ -13,6 +13,7 @@
 #include "daemon/export/flamegraph.h"
 #include "daemon/export/json_snapshot.h"
 #include "daemon/export/json_text.h"
+#include "tests/snapshot_outputs.h"
 
 namespace stackmapd {
 namespace {
@@ -106,7 +107,7 @@ TEST(Utf8Text, ExportsOfNonUtf8NamesAreText) {
   snap.stacks.push_back({7, 3, {0xffffffff81000010}, 3, {k}});
   snap.user.enabled = true;
   snap.user.binaries.push_back({"/tmp/\xff\xfe/ustack_workload", "abcd"});
-  const std::string json = format_json(snap, nullptr);
+  const std::string json = json_of(snap, nullptr);
   EXPECT_TRUE(is_utf8(json));
   EXPECT_NE(json.find(R"("comm": "\\xff-x")"), std::string::npos) << json;
   EXPECT_NE(json.find(R"("/tmp/\\xff\\xfe/ustack_workload")"), std::string::npos) << json;

@@ -18,10 +18,6 @@ constexpr size_t kTopKeysDefault = 3;
 
 bool weighted(const Snapshot& snap) { return !snap.weight_unit.empty(); }
 
-uint64_t rank_of(const Snapshot& snap, const StackRecord& s) {
-  return weighted(snap) ? s.weight : s.ref_count;
-}
-
 double share(uint64_t part, uint64_t whole) {
   return whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
 }
@@ -32,50 +28,32 @@ std::string percent(double p) {
   return buf;
 }
 
-// --top's user frames of one record, outermost last, then the mark of a
+// --top's user frames of one callstack, outermost last, then the mark of a
 // stack the unwinder could not finish.
-void append_user_frames(const Snapshot& snap, uint32_t ustack, std::string& out) {
-  if (ustack == kNoUserStack) {
+void append_user_frames(const Snapshot& snap, const FrameNames& names, const Callstack& c,
+                        std::string& out) {
+  if (c.ustack == kNoUserStack) {
     out += "    [no user stack]\n";
     return;
   }
-  auto it = snap.user.stacks.find(ustack);
+  auto it = snap.user.stacks.find(c.ustack);
   if (it == snap.user.stacks.end()) {
     out += "    [user stack not stored]\n";
     return;
   }
-  for (const UserFrame& f : it->second.frames)
-    for (const std::string& name : user_frame_names(snap.user, f, true)) {
+  for (size_t i = c.kernel_depth; i < c.frames.size(); ++i) {
+    const std::string& srcline = names.user(c.frames[i]).srcline;
+    for (const std::string& name : names.text(c.frames[i])) {
       out += "    " + utf8_text(name);
-      if (!f.srcline.empty()) out += " " + utf8_text(f.srcline);
+      if (!srcline.empty()) out += " " + utf8_text(srcline);
       out += "\n";
     }
+  }
   if (it->second.truncated)
     out += "    [truncated: the unwinder stopped here (no frame pointers?)]\n";
 }
 
 }  // namespace
-
-std::vector<StackRecord> split_by_user_stack(const std::vector<StackRecord>& stacks) {
-  std::vector<StackRecord> out;
-  for (const StackRecord& s : stacks) {
-    const size_t first = out.size();
-    for (const KeyCount& k : s.by) {
-      const uint32_t u = k.other ? kNoUserStack : k.key.ustack;
-      size_t i = first;
-      while (i < out.size() && out[i].ustack != u) ++i;
-      if (i == out.size()) {
-        StackRecord r{s.stack_id, 0, s.ips, 0};
-        r.ustack = u;
-        out.push_back(std::move(r));
-      }
-      out[i].ref_count += k.count;
-      out[i].weight += k.weight;
-      out[i].by.push_back(k);
-    }
-  }
-  return out;
-}
 
 std::vector<std::string> key_frames(const KeySpec& keys, const KeyCount& k) {
   if (k.other) return {"[other]"};
@@ -104,27 +82,20 @@ std::string format_weight(uint64_t w, const std::string& unit) {
   return std::to_string(w) + " " + unit;
 }
 
-std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms,
-                       const FunctionNames* names) {
-  const auto kernel_name = [&](uint64_t ip) {
-    if (!ksyms && names)
-      if (auto it = names->find(ip); it != names->end()) return it->second;
-    return symbolize(ip, ksyms);
-  };
-  const std::vector<StackRecord> split =
-      snap.user.enabled ? split_by_user_stack(snap.stacks) : std::vector<StackRecord>{};
-  const std::vector<StackRecord>& stacks = snap.user.enabled ? split : snap.stacks;
-  std::vector<const StackRecord*> order;
+std::string format_top(const Snapshot& snap, size_t n, const FrameNames& names) {
+  const std::vector<Callstack>& stacks = callstacks(snap);
+  std::vector<const Callstack*> order;
   uint64_t total = 0, total_weight = 0;
-  for (const auto& s : stacks) {
-    order.push_back(&s);
-    total += s.ref_count;
-    total_weight += s.weight;
+  for (const Callstack& c : stacks) {
+    order.push_back(&c);
+    total += c.count;
+    total_weight += c.weight;
   }
+  const auto rank = [&](const Callstack& c) { return weighted(snap) ? c.weight : c.count; };
   n = n == 0 ? order.size() : std::min(n, order.size());
   std::partial_sort(order.begin(), order.begin() + n, order.end(),
-                    [&](const StackRecord* a, const StackRecord* b) {
-                      const uint64_t ra = rank_of(snap, *a), rb = rank_of(snap, *b);
+                    [&](const Callstack* a, const Callstack* b) {
+                      const uint64_t ra = rank(*a), rb = rank(*b);
                       return ra != rb ? ra > rb : a->stack_id < b->stack_id;
                     });
   std::string out = std::to_string(total) + " events";
@@ -132,93 +103,64 @@ std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms,
   out += ", " + std::to_string(stacks.size()) + " unique stacks; top " + std::to_string(n) + ":\n";
   const size_t max_keys = snap.keys_requested ? kTopKeysRequested : kTopKeysDefault;
   for (size_t i = 0; i < n; ++i) {
-    const StackRecord& s = *order[i];
-    out += "\n#" + std::to_string(i + 1) + " stack_id " + std::to_string(s.stack_id);
+    const Callstack& c = *order[i];
+    const std::vector<KeyCount>& by = snap.stacks[c.stack].by;
+    out += "\n#" + std::to_string(i + 1) + " stack_id " + std::to_string(c.stack_id);
     if (snap.user.enabled)
-      out += s.ustack == kNoUserStack ? " user_stack_id -"
-                                      : " user_stack_id " + std::to_string(s.ustack);
-    out +=
-        ": " + std::to_string(s.ref_count) + " events (" + percent(share(s.ref_count, total)) + ")";
+      out += c.ustack == kNoUserStack ? " user_stack_id -"
+                                      : " user_stack_id " + std::to_string(c.ustack);
+    out += ": " + std::to_string(c.count) + " events (" + percent(share(c.count, total)) + ")";
     if (weighted(snap))
-      out += ", " + format_weight(s.weight, snap.weight_unit) + " (" +
-             percent(share(s.weight, total_weight)) + ")";
-    out += ", depth " + std::to_string(s.ips.size()) + "\n";
-    for (uint64_t ip : s.ips) out += "    " + utf8_text(kernel_name(ip)) + "\n";
-    if (s.stack_id == SMT_NO_KERNEL_STACK) out += "    [no kernel frames: sampled in user mode]\n";
-    if (snap.user.enabled) append_user_frames(snap, s.ustack, out);
-    if (s.by.empty()) continue;
+      out += ", " + format_weight(c.weight, snap.weight_unit) + " (" +
+             percent(share(c.weight, total_weight)) + ")";
+    out += ", depth " + std::to_string(c.kernel_depth) + "\n";
+    for (uint32_t k = 0; k < c.kernel_depth; ++k)
+      out += "    " + utf8_text(names.text(c.frames[k]).front()) + "\n";
+    if (c.stack_id == SMT_NO_KERNEL_STACK) out += "    [no kernel frames: sampled in user mode]\n";
+    if (snap.user.enabled) append_user_frames(snap, names, c, out);
+    if (c.keys.empty()) continue;
     out += "  by " + snap.keys.str() + ":\n";
-    const size_t shown = std::min(s.by.size(), max_keys);
+    const size_t shown = std::min(c.keys.size(), max_keys);
     std::vector<std::string> labels;
     size_t width = 0;
     for (size_t k = 0; k < shown; ++k) {
-      labels.push_back(utf8_text(key_label(snap.keys, s.by[k])));
+      labels.push_back(utf8_text(key_label(snap.keys, by[c.keys[k]])));
       width = std::max(width, labels.back().size());
     }
     for (size_t k = 0; k < shown; ++k) {
-      const KeyCount& key = s.by[k];
+      const KeyCount& key = by[c.keys[k]];
       char line[64];
       snprintf(line, sizeof(line), " %12llu events", static_cast<unsigned long long>(key.count));
       out += "    " + labels[k] + std::string(width - labels[k].size(), ' ') + line;
       if (weighted(snap)) out += ", " + format_weight(key.weight, snap.weight_unit);
       out += "\n";
     }
-    if (s.by.size() > max_keys)
-      out += "    ... " + std::to_string(s.by.size() - max_keys) + " more\n";
+    if (c.keys.size() > max_keys)
+      out += "    ... " + std::to_string(c.keys.size() - max_keys) + " more\n";
   }
   return out;
 }
 
-std::vector<SymbolizedStack> flame_stacks(const Snapshot& snap, const Kallsyms* ksyms,
-                                          const FunctionNames* names) {
+std::vector<SymbolizedStack> flame_stacks(const Snapshot& snap, const FrameNames& names) {
   const bool weights = weighted(snap);
-  if (snap.user.enabled) {
-    // Root first: the keys, the user frames, then the kernel frames.
-    const std::vector<StackRecord> split = split_by_user_stack(snap.stacks);
-    std::vector<SymbolizedStack> kernel = symbolize_stacks(split, ksyms);
-    if (!ksyms && names)
-      for (size_t i = 0; i < split.size(); ++i)
-        for (size_t k = 0; k < split[i].ips.size(); ++k)
-          if (auto it = names->find(split[i].ips[k]); it != names->end())
-            kernel[i].frames[k] = it->second;
-    std::vector<SymbolizedStack> out;
-    for (size_t i = 0; i < split.size(); ++i) {
-      std::vector<std::string> user;
-      auto it = snap.user.stacks.find(split[i].ustack);
-      if (it != snap.user.stacks.end())
-        for (const UserFrame& f : it->second.frames)
-          for (std::string& name : user_frame_names(snap.user, f, false))
-            user.push_back(std::move(name));
-      const auto add = [&](uint64_t count, const std::vector<std::string>& roots) {
-        SymbolizedStack s{count, kernel[i].frames};
-        s.frames.insert(s.frames.end(), user.begin(), user.end());
-        s.frames.insert(s.frames.end(), roots.rbegin(), roots.rend());
-        out.push_back(std::move(s));
-      };
-      if (!snap.keys_requested) {
-        add(weights ? split[i].weight : split[i].ref_count, {});
-        continue;
-      }
-      for (const KeyCount& k : split[i].by)
-        add(weights ? k.weight : k.count, key_frames(snap.keys, k));
-    }
-    return out;
-  }
-  std::vector<SymbolizedStack> plain = symbolize_stacks(snap.stacks, ksyms);
-  if (!snap.keys_requested) {
-    if (weights)
-      for (size_t i = 0; i < plain.size(); ++i) plain[i].count = snap.stacks[i].weight;
-    return plain;
-  }
   std::vector<SymbolizedStack> out;
-  for (size_t i = 0; i < plain.size(); ++i)
-    for (const KeyCount& k : snap.stacks[i].by) {
-      SymbolizedStack s{weights ? k.weight : k.count, plain[i].frames};
-      // Frames run innermost first: the keys go last, as the roots.
-      std::vector<std::string> roots = key_frames(snap.keys, k);
+  for (const Callstack& c : callstacks(snap)) {
+    // Innermost first: the kernel frames, the user frames, then the keys as the roots.
+    std::vector<std::string> frames;
+    for (uint32_t f : c.frames)
+      for (std::string& name : names.flame(f)) frames.push_back(std::move(name));
+    if (!snap.keys_requested) {
+      out.push_back({weights ? c.weight : c.count, std::move(frames)});
+      continue;
+    }
+    for (uint32_t k : c.keys) {
+      const KeyCount& key = snap.stacks[c.stack].by[k];
+      SymbolizedStack s{weights ? key.weight : key.count, frames};
+      std::vector<std::string> roots = key_frames(snap.keys, key);
       s.frames.insert(s.frames.end(), roots.rbegin(), roots.rend());
       out.push_back(std::move(s));
     }
+  }
   return out;
 }
 

@@ -8,15 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "daemon/export/flamegraph.h"
+#include "daemon/export/frame_names.h"
 #include "daemon/model/snapshot.h"
 
 namespace stackmapd {
-
-class Kallsyms;
 
 // A key's values as frames, in the order of `keys`; comm and pid together
 // read `comm[pid]`, as ps and perf print them. The overflow entry is "[other]".
@@ -26,21 +24,12 @@ std::string key_label(const KeySpec& keys, const KeyCount& k);
 // `w` in `unit`: nanoseconds read as ms; a field's unit is its name.
 std::string format_weight(uint64_t w, const std::string& unit);
 
-// The `n` heaviest stacks (by weight when weighted, else by count; 0: all),
-// each with its share and its top keys (top 3 processes without --by).
-// `names` (a JSON export's functions by address) names kernel frames when
-// there is no `ksyms`.
-using FunctionNames = std::unordered_map<uint64_t, std::string>;
-std::string format_top(const Snapshot& snap, size_t n, const Kallsyms* ksyms,
-                       const FunctionNames* names = nullptr);
+// The `n` heaviest callstacks (by weight when weighted, else by count; 0:
+// all), each with its share and its top keys (top 3 processes without --by).
+std::string format_top(const Snapshot& snap, size_t n, const FrameNames& names);
 
-// --user-stacks: each stack split into one record per user stack its keys
-// name (StackRecord::ustack), each with the counts and keys of that user stack.
-std::vector<StackRecord> split_by_user_stack(const std::vector<StackRecord>& stacks);
-
-// Stacks for --folded and --svg: one per (stack, key) with the key frames as
-// roots when --by was given, counted by weight when weighted.
-std::vector<SymbolizedStack> flame_stacks(const Snapshot& snap, const Kallsyms* ksyms,
-                                          const FunctionNames* names = nullptr);
+// Stacks for --folded and --svg: one per (callstack, key) with the key frames
+// as roots when --by was given, counted by weight when weighted.
+std::vector<SymbolizedStack> flame_stacks(const Snapshot& snap, const FrameNames& names);
 
 }  // namespace stackmapd

@@ -7,12 +7,10 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
 
 #include "daemon/export/exports.h"
-#include "daemon/export/flamegraph.h"
 #include "daemon/export/json_snapshot.h"
 #include "daemon/export/output_plan.h"
 #include "daemon/export/user_binaries.h"
@@ -41,8 +39,8 @@ void decode(const DecodeOptions& o, std::ostream& out) {
     std::ifstream in(o.file);
     std::stringstream text;
     text << in.rdbuf();
-    const nlohmann::json probe = nlohmann::json::parse(text.str(), nullptr, false);
-    const bool user_stacks = probe.is_object() && probe.contains("user_stacks");
+    JsonExport doc = read_json_export(text.str(), o.file);
+    const bool user_stacks = doc.snap.user.enabled;
     if (!o.user_symbols_from.empty() && !user_stacks)
       throw Error("--user-symbols-from: " + o.file +
                   " has no user stacks; record with --user-stacks, or drop the option");
@@ -50,18 +48,12 @@ void decode(const DecodeOptions& o, std::ostream& out) {
       throw Error(o.file +
                   " is a JSON export: decode reads it for --folded, --svg and --pprof only; "
                   "for text, decode its stack_map_bin");
-    // Without user stacks the flame graphs come from the frames' symbols
-    // alone, so that an export without "ips" (served over TCP) still draws.
-    JsonExport doc;
-    if (user_stacks || !o.pprof.empty()) doc = read_json_export(text.str(), o.file);
     // User frames after the kernel's: --top, --folded, --svg and --pprof from the snapshot.
     if (!o.user_symbols_from.empty()) resymbolize_user_stacks(doc.snap.user, o.user_symbols_from);
     if (user_stacks && (o.top || plan.empty())) plan.add(OutputKind::top);
     OutputContext ctx(doc.snap, nullptr, &doc.functions);
     ctx.title = title;
     ctx.top = o.top.value_or(0);
-    if (!user_stacks && (!o.folded.empty() || !o.svg.empty()))
-      ctx.set_flame(stacks_from_json(text.str(), o.file));
     plan.write(ctx, out);
     return;
   }
@@ -83,6 +75,7 @@ void decode(const DecodeOptions& o, std::ostream& out) {
     });
     if (stacks.size() > *o.top) stacks.resize(*o.top);
   }
+  intern_callstacks(snap);
   if (o.folded != "-" && o.pprof.empty())
     plan.add(o.json ? OutputKind::stacks_json : OutputKind::text);
   OutputContext ctx(snap, ks);

@@ -41,11 +41,11 @@ void stat_line(std::string& out, const char* name, const std::string& value) {
   out += '\n';
 }
 
-json stack_json(const StackRecord& s, const Kallsyms* ksyms) {
+json stack_json(const StackRecord& s, const FrameNames& names) {
   json ips = json::array(), syms = json::array();
   for (uint64_t ip : s.ips) {
     ips.push_back(hex(ip));
-    syms.push_back(symbolize(ip, ksyms));
+    syms.push_back(names.kernel_text(ip));
   }
   return json{{"stack_id", s.stack_id},
               {"ref_count", s.ref_count},
@@ -175,14 +175,14 @@ std::string symbolize(uint64_t ip, const Kallsyms* ksyms) {
   return ksyms ? ksyms->format(ip) : hex(ip);
 }
 
-std::string format_stack_map(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms) {
+std::string format_stack_map(const std::vector<StackRecord>& stacks, const FrameNames& names) {
   std::string out;
   for (const auto& s : stacks) {
     out += "stack_id " + std::to_string(s.stack_id) + " [ref " + std::to_string(s.ref_count) +
            ", depth " + std::to_string(s.ips.size()) + "]\n";
     for (size_t i = 0; i < s.ips.size(); ++i) {
       out += "  [" + std::to_string(i) + "] ";
-      append_utf8(out, symbolize(s.ips[i], ksyms));
+      append_utf8(out, names.kernel_text(s.ips[i]));
       out += '\n';
     }
     out += '\n';
@@ -210,13 +210,13 @@ std::string format_stat(const TableStats& st) {
   return out;
 }
 
-std::string format_stacks_json(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms) {
+std::string format_stacks_json(const std::vector<StackRecord>& stacks, const FrameNames& names) {
   json arr = json::array();
-  for (const auto& s : stacks) arr.push_back(stack_json(s, ksyms));
+  for (const auto& s : stacks) arr.push_back(stack_json(s, names));
   return dump_json(arr);
 }
 
-std::string format_json(const Snapshot& snap, const Kallsyms* ksyms, JsonOptions opt) {
+std::string format_json(const Snapshot& snap, const FrameNames& names, JsonOptions opt) {
   const TableStats& st = snap.stats;
   // Rates are null without events (the stat file then has no line): present, so a reader
   // can tell "no events yet" from a writer that lacks the field.
@@ -235,7 +235,7 @@ std::string format_json(const Snapshot& snap, const Kallsyms* ksyms, JsonOptions
   for (const auto& [name, value] : user_stats(st)) stats[name] = value;
   json stacks = json::array();
   for (const auto& s : snap.stacks) {
-    stacks.push_back(stack_json(s, ksyms));
+    stacks.push_back(stack_json(s, names));
     if (!opt.addresses) without_addresses(stacks.back());
     add_breakdown(snap, s, stacks.back());
   }

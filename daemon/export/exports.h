@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/export/frame_names.h"
 #include "daemon/model/snapshot.h"
 #include "daemon/model/stack_record.h"
 #include "daemon/model/table_stats.h"
@@ -25,7 +26,8 @@ class Kallsyms;
 
 // `ksyms` may be null: frames then print as raw addresses.
 std::string symbolize(uint64_t ip, const Kallsyms* ksyms);
-std::string format_stack_map(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms);
+// The RFC's text export, its frames named by `names` (the snapshot's).
+std::string format_stack_map(const std::vector<StackRecord>& stacks, const FrameNames& names);
 std::string format_stat(const TableStats& stats);
 struct JsonOptions {
   // false: no raw address at all (kernel or user), for readers that may not
@@ -34,9 +36,9 @@ struct JsonOptions {
   // keep build id + file offset and their symbols, which reveal no layout.
   bool addresses = true;
 };
-std::string format_json(const Snapshot& snap, const Kallsyms* ksyms, JsonOptions opt = {});
+std::string format_json(const Snapshot& snap, const FrameNames& names, JsonOptions opt = {});
 // Stacks as JSON objects {stack_id, ref_count, depth, ips, symbols}.
-std::string format_stacks_json(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms);
+std::string format_stacks_json(const std::vector<StackRecord>& stacks, const FrameNames& names);
 
 // All four exports, and stack_map.kernel when the snapshot has kernel info;
 // mode 0640: raw kernel addresses defeat KASLR.

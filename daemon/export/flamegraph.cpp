@@ -7,43 +7,11 @@
 #include <map>
 #include <memory>
 
-#include "daemon/export/exports.h"
-#include "daemon/export/json_text.h"
 #include "daemon/export/utf8_text.h"
-#include "daemon/model/fsmb.h"
-#include "daemon/symbols/kallsyms.h"
-#include "daemon/sys/error.h"
 
 namespace stackmapd {
 
 namespace {
-
-using nlohmann::json;
-
-std::string frame_name(std::string_view name, std::string_view module) {
-  std::string out(name);
-  if (!module.empty()) {
-    out += "_[";
-    out += module;
-    out += ']';
-  }
-  return out;
-}
-
-// "sym+0xoff/0xsize [mod]" → "sym_[mod]"; "0x..." (unresolved) and anything else stay as-is.
-std::string frame_from_symbol(std::string_view symbol) {
-  std::string_view module;
-  if (symbol.size() > 3 && symbol.back() == ']') {
-    size_t open = symbol.rfind(" [");
-    if (open != std::string_view::npos) {
-      module = symbol.substr(open + 2, symbol.size() - open - 3);
-      symbol = symbol.substr(0, open);
-    }
-  }
-  size_t plus = symbol.rfind("+0x");
-  if (plus != std::string_view::npos && plus > 0) symbol = symbol.substr(0, plus);
-  return frame_name(symbol, module);
-}
 
 // Frames of `s` root first; a stack without frames is one "[unknown]" frame.
 std::vector<const std::string*> root_first(const SymbolizedStack& s) {
@@ -197,65 +165,6 @@ constexpr std::string_view kScript = R"js(
 
 }  // namespace
 
-std::vector<SymbolizedStack> symbolize_stacks(const std::vector<StackRecord>& stacks,
-                                              const Kallsyms* ksyms) {
-  std::vector<SymbolizedStack> out;
-  out.reserve(stacks.size());
-  for (const auto& s : stacks) {
-    SymbolizedStack sym{s.ref_count, {}};
-    sym.frames.reserve(s.ips.size());
-    for (uint64_t ip : s.ips) {
-      const auto match = ksyms ? ksyms->lookup(ip) : std::nullopt;
-      sym.frames.push_back(match ? frame_name(match->name, match->module) : symbolize(ip, nullptr));
-    }
-    out.push_back(std::move(sym));
-  }
-  return out;
-}
-
-std::vector<SymbolizedStack> stacks_from_json(std::string_view json_text,
-                                              const std::string& source) {
-  const std::string fix = std::string(": ") + kJsonExportFix;
-  const json doc = parse_json_export(json_text, source);
-  const json* stacks = &doc;
-  if (doc.is_object()) {
-    auto it = doc.find("stacks");
-    if (it == doc.end()) throw Error(source + " has no \"stacks\" array" + fix);
-    stacks = &*it;
-  }
-  if (!stacks->is_array()) throw Error(source + ": \"stacks\" is not an array" + fix);
-
-  std::vector<SymbolizedStack> out;
-  out.reserve(stacks->size());
-  for (size_t i = 0; i < stacks->size(); ++i) {
-    const json& s = (*stacks)[i];
-    const std::string where = source + ": stacks[" + std::to_string(i) + "]";
-    if (!s.is_object()) throw Error(where + " is not an object" + fix);
-    auto count = s.find("ref_count");
-    if (count == s.end() || !count->is_number_unsigned())
-      throw Error(where + ".ref_count is missing or not a non-negative integer" + fix);
-    const bool has_symbols = s.contains("symbols");
-    const char* field = has_symbols ? "symbols" : "ips";
-    auto frames = s.find(field);
-    if (frames == s.end() || !frames->is_array())
-      throw Error(where + " has neither a \"symbols\" nor an \"ips\" array" + fix);
-    if (frames->size() > kFsmbMaxFrames)
-      throw Error(where + "." + field + " has " + std::to_string(frames->size()) +
-                  " elements, more than " + std::to_string(kFsmbMaxFrames) +
-                  " (no stack is that deep)" + fix);
-    SymbolizedStack sym{count->get<uint64_t>(), {}};
-    for (size_t k = 0; k < frames->size(); ++k) {
-      const json& f = (*frames)[k];
-      if (!f.is_string() || f.get_ref<const std::string&>().empty())
-        throw Error(where + "." + field + "[" + std::to_string(k) + "] is not a non-empty string" +
-                    fix);
-      sym.frames.push_back(frame_from_symbol(f.get_ref<const std::string&>()));
-    }
-    out.push_back(std::move(sym));
-  }
-  return out;
-}
-
 std::string format_folded(const std::vector<SymbolizedStack>& stacks) {
   std::map<std::string, uint64_t> paths;
   for (const auto& s : stacks) {
@@ -270,10 +179,6 @@ std::string format_folded(const std::vector<SymbolizedStack>& stacks) {
   std::string out;
   for (const auto& [path, count] : paths) out += path + " " + std::to_string(count) + "\n";
   return out;
-}
-
-std::string format_folded(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms) {
-  return format_folded(symbolize_stacks(stacks, ksyms));
 }
 
 std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
@@ -345,11 +250,6 @@ std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
   out += kScript;
   out += "]]></script>\n</svg>\n";
   return out;
-}
-
-std::string render_flamegraph_svg(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms,
-                                  const FlameGraphOptions& opt) {
-  return render_flamegraph_svg(symbolize_stacks(stacks, ksyms), opt);
 }
 
 }  // namespace stackmapd

@@ -2,21 +2,16 @@
 // Flame graphs of the recorded stacks: Brendan Gregg's collapsed ("folded") text, which
 // flamegraph.pl, speedscope and inferno read, and a self-contained SVG drawn by us.
 //
-// Data flow: StackRecord + Kallsyms (the live table, an FSMB file) or a stack_map.json export
-//   → SymbolizedStack (function names, no offsets) → format_folded / render_flamegraph_svg.
+// Data flow: Snapshot + FrameNames → flame_stacks (breakdown.h) → SymbolizedStack (function
+//   names, no offsets) → format_folded / render_flamegraph_svg.
 // Stacks that differ only in return offsets merge into one path, as in every flame graph.
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "daemon/model/stack_record.h"
-
 namespace stackmapd {
-
-class Kallsyms;
 
 // One stack as a flame graph sees it. A frame is the function name ("vfs_read"), a module
 // function with its module appended ("nf_hook_slow_[nf_tables]": folded lines cannot hold a
@@ -26,21 +21,11 @@ struct SymbolizedStack {
   std::vector<std::string> frames;  // innermost first, like StackRecord::ips
 };
 
-// `ksyms` may be null: every frame is then its raw address.
-std::vector<SymbolizedStack> symbolize_stacks(const std::vector<StackRecord>& stacks,
-                                              const Kallsyms* ksyms);
-// Reads our stack_map.json (the whole export, or the bare array of stacks): per stack its
-// "ref_count" and "symbols" ("sym+0xoff/0xsize [mod]"), or "ips" if it has no symbols.
-// Throws Error naming `source` and the broken field on malformed input.
-std::vector<SymbolizedStack> stacks_from_json(std::string_view json_text,
-                                              const std::string& source = "stack_map.json");
-
 // One line per distinct path, root frame first: "entry_SYSCALL_64;do_syscall_64;... 42\n",
 // sorted bytewise, counts of merged stacks summed. ';' in a frame becomes ':' and whitespace
 // '_', so any name keeps the format. A stack without frames counts as "[unknown]"; stacks with
 // count 0 are left out.
 std::string format_folded(const std::vector<SymbolizedStack>& stacks);
-std::string format_folded(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms);
 
 struct FlameGraphOptions {
   std::string title = "Kernel stacks";
@@ -53,8 +38,6 @@ struct FlameGraphOptions {
 // children ordered by name; a warm color per function name, its name clipped to the frame, and
 // a tooltip "name (N events, P%)". A small script zooms on click. Same input, same bytes.
 std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
-                                  const FlameGraphOptions& opt = {});
-std::string render_flamegraph_svg(const std::vector<StackRecord>& stacks, const Kallsyms* ksyms,
                                   const FlameGraphOptions& opt = {});
 
 }  // namespace stackmapd

@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <unordered_map>
 
 #include "daemon/export/json_text.h"
 #include "daemon/model/fsmb.h"
@@ -16,17 +19,25 @@ namespace {
 
 using nlohmann::json;
 
-// "sym+0xoff/0xsize [mod]" -> "sym [mod]"; "0x..." (unresolved) -> "".
-std::string function_of(std::string_view symbol) {
-  if (symbol.starts_with("0x")) return "";
+// "sym+0xoff/0xsize [mod]" -> {sym, mod}; anything else ("[unknown]") is its own name.
+FunctionName function_of(std::string_view symbol) {
   std::string_view module;
   if (size_t open = symbol.rfind(" ["); open != std::string_view::npos && symbol.ends_with("]")) {
-    module = symbol.substr(open);
+    module = symbol.substr(open + 2, symbol.size() - open - 3);
     symbol = symbol.substr(0, open);
   }
   if (size_t plus = symbol.rfind("+0x"); plus != std::string_view::npos && plus > 0)
     symbol = symbol.substr(0, plus);
-  return std::string(symbol) + std::string(module);
+  return {std::string(symbol), std::string(module)};
+}
+
+// "0x..." as an address; nullopt for anything else.
+std::optional<uint64_t> address_of(const std::string& text) {
+  if (!text.starts_with("0x") || text.size() < 3 || text.size() > 18) return std::nullopt;
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data() + 2, text.data() + text.size(), value, 16);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
 }
 
 class Reader {
@@ -69,6 +80,59 @@ class Reader {
 
  private:
   const std::string& source_;
+};
+
+// A stack's frames: its "ips", each named by its "symbols" entry when that
+// resolved; or, in an export written without addresses, its "symbols" alone,
+// each distinct function given a stand-in address below the first page (no
+// code is mapped there) that its name is kept under.
+class FrameReader {
+ public:
+  FrameReader(const Reader& r, FunctionNames& names) : r_(r), names_(names) {}
+
+  std::vector<uint64_t> read(const json& s, const std::string& where) {
+    const json* symbols = s.contains("symbols") ? &s["symbols"] : nullptr;
+    if (!s.contains("ips")) {
+      if (!symbols) r_.fail(where, "has neither a \"symbols\" nor an \"ips\" array");
+      const json& names = r_.array(s, "symbols", where, kFsmbMaxFrames);
+      std::vector<uint64_t> ips;
+      for (size_t k = 0; k < names.size(); ++k) ips.push_back(stand_in(symbol(names, k, where)));
+      return ips;
+    }
+    const json& ips = r_.array(s, "ips", where, kFsmbMaxFrames);
+    std::vector<uint64_t> out;
+    for (size_t k = 0; k < ips.size(); ++k) {
+      const std::optional<uint64_t> ip =
+          ips[k].is_string() ? address_of(ips[k].get<std::string>()) : std::nullopt;
+      if (!ip) r_.fail(where + ".ips[" + std::to_string(k) + "]", "is not a hex address string");
+      out.push_back(*ip);
+      if (symbols && symbols->is_array() && k < symbols->size()) {
+        const std::string name = symbol(*symbols, k, where);
+        if (!address_of(name)) names_.emplace(*ip, function_of(name));
+      }
+    }
+    return out;
+  }
+
+ private:
+  const std::string& symbol(const json& symbols, size_t k, const std::string& where) const {
+    const json& f = symbols[k];
+    if (!f.is_string() || f.get_ref<const std::string&>().empty())
+      r_.fail(where + ".symbols[" + std::to_string(k) + "]", "is not a non-empty string");
+    return f.get_ref<const std::string&>();
+  }
+  uint64_t stand_in(const std::string& name) {
+    if (std::optional<uint64_t> ip = address_of(name)) return *ip;  // unresolved: its address
+    FunctionName fn = function_of(name);
+    const std::string key = fn.name + " [" + fn.module + "]";
+    auto [it, added] = stand_ins_.try_emplace(key, stand_ins_.size() + 1);
+    if (added) names_.emplace(it->second, std::move(fn));
+    return it->second;
+  }
+
+  const Reader& r_;
+  FunctionNames& names_;
+  std::unordered_map<std::string, uint64_t> stand_ins_;
 };
 
 uint64_t hex_field(const json& j, const char* key, const Reader& r, const std::string& where) {
@@ -141,52 +205,47 @@ KeyValues key_of(const json& e, const KeySpec& keys, const Reader& r, const std:
 
 JsonExport read(std::string_view json_text, const Reader& r) {
   const json doc = r.parse(json_text);
-  if (!doc.is_object() || !doc.contains("stacks") || !doc["stacks"].is_array())
-    r.fail("has", "no \"stacks\" array");
+  // The whole export, or the bare array of its stacks (decode --json).
+  const json* stacks = &doc;
+  if (doc.is_object()) {
+    auto it = doc.find("stacks");
+    if (it == doc.end()) r.fail("has", "no \"stacks\" array");
+    stacks = &*it;
+  }
+  if (!stacks->is_array()) r.fail("\"stacks\"", "is not an array");
   JsonExport out;
   Snapshot& snap = out.snap;
-  if (auto keys = doc.find("keys"); keys != doc.end()) {
+  const json none = json::object();
+  const json& meta = doc.is_object() ? doc : none;
+  if (auto keys = meta.find("keys"); keys != meta.end()) {
     std::string list;
     for (const json& k : *keys) list += (list.empty() ? "" : ",") + k.get<std::string>();
     snap.keys = KeySpec::parse(list);
     snap.keys_requested = true;
   }
-  if (auto w = doc.find("weight"); w != doc.end() && w->is_string()) snap.weight_unit = *w;
-  if (auto s = doc.find("sources"); s != doc.end() && s->is_array())
+  if (auto w = meta.find("weight"); w != meta.end() && w->is_string()) snap.weight_unit = *w;
+  if (auto s = meta.find("sources"); s != meta.end() && s->is_array())
     snap.sources = s->get<std::vector<std::string>>();
-  if (auto k = doc.find("kernel"); k != doc.end() && k->is_object()) {
+  if (auto k = meta.find("kernel"); k != meta.end() && k->is_object()) {
     snap.kernel.release = k->value("release", "");
     snap.kernel.build_id = k->value("build_id", "");
   }
-  if (auto u = doc.find("user_stacks"); u != doc.end() && u->is_object())
+  if (auto u = meta.find("user_stacks"); u != meta.end() && u->is_object())
     read_user_stacks(*u, snap.user, r);
-  if (auto st = doc.find("stats"); st != doc.end() && st->is_object())
+  if (auto st = meta.find("stats"); st != meta.end() && st->is_object())
     snap.stats.counters[SMC_HITS] = r.number_or(*st, "hits", 0, "stats");
 
-  const json& stacks = doc["stacks"];
-  for (size_t i = 0; i < stacks.size(); ++i) {
-    const json& s = stacks[i];
+  FrameReader frames(r, out.functions);
+  for (size_t i = 0; i < stacks->size(); ++i) {
+    const json& s = (*stacks)[i];
     const std::string where = "stacks[" + std::to_string(i) + "]";
     if (!s.is_object()) r.fail(where, "is not an object");
     StackRecord rec;
-    rec.stack_id = static_cast<uint32_t>(r.number(s, "stack_id", where));
+    // Numbered by its place when the file does not say (a bare array of our own making).
+    rec.stack_id = static_cast<uint32_t>(r.number_or(s, "stack_id", i, where));
     rec.ref_count = r.number(s, "ref_count", where);
     rec.weight = snap.weight_unit.empty() ? rec.ref_count : r.number(s, "sum", where);
-    const json& ips = r.array(s, "ips", where, kFsmbMaxFrames);
-    const json* symbols = s.contains("symbols") ? &s["symbols"] : nullptr;
-    for (size_t k = 0; k < ips.size(); ++k) {
-      const json& ip = ips[k];
-      uint64_t value = 0;
-      try {
-        value = std::stoull(ip.get<std::string>(), nullptr, 16);
-      } catch (const std::exception&) {
-        r.fail(where + ".ips[" + std::to_string(k) + "]", "is not a hex address string");
-      }
-      rec.ips.push_back(value);
-      if (symbols && k < symbols->size() && (*symbols)[k].is_string())
-        if (std::string fn = function_of((*symbols)[k].get<std::string>()); !fn.empty())
-          out.functions.emplace(value, std::move(fn));
-    }
+    rec.ips = frames.read(s, where);
     if (auto by = s.find("by");
         (snap.keys_requested || snap.user.enabled) && by != s.end() && by->is_array()) {
       for (size_t k = 0; k < by->size(); ++k) {
@@ -204,6 +263,7 @@ JsonExport read(std::string_view json_text, const Reader& r) {
     }
     snap.stacks.push_back(std::move(rec));
   }
+  intern_callstacks(snap);
   return out;
 }
 

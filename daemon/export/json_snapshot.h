@@ -8,20 +8,24 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 
+#include "daemon/export/frame_names.h"
 #include "daemon/model/snapshot.h"
 
 namespace stackmapd {
 
 struct JsonExport {
-  Snapshot snap;  // stacks with ips and `by`; keys, weight, sources, kernel, hits
-  // Per address the function its symbol names ("schedule", "nf_hook_slow
-  // [nf_tables]"); unresolved addresses ("0x...") are not in it.
-  std::unordered_map<uint64_t, std::string> functions;
+  Snapshot snap;  // stacks with ips and `by`, interned; keys, weight, sources, kernel, hits
+  // Per address the function its symbol names ({"nf_hook_slow", "nf_tables"});
+  // unresolved addresses ("0x...") are not in it.
+  FunctionNames functions;
 };
 
-// Throws Error naming `source` and the broken field.
+// The one reader of stack_map.json: the whole export, or the bare array of
+// its stacks; a stack's frames from its "ips" (named by its "symbols"), or
+// from its "symbols" alone in an export written without addresses (stand-in
+// addresses below 0x1000 carry their names). Throws Error naming `source`
+// and the broken field.
 JsonExport read_json_export(std::string_view json_text, const std::string& source);
 
 }  // namespace stackmapd

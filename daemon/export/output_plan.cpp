@@ -30,9 +30,9 @@ constexpr std::array<OutputSpec, 12> kOutputs = {{
     {K::fsmb, "stack_map_bin", nullptr, Target::file, "stack_map_bin", false,
      [](OutputContext& c) { return fsmb_encode(c.snap.stacks); }},
     {K::json, "stack_map.json", nullptr, Target::file, "stack_map.json", false,
-     [](OutputContext& c) { return format_json(c.snap, c.ksyms, c.json); }},
+     [](OutputContext& c) { return format_json(c.snap, c.frames(), c.json); }},
     {K::stack_map, "stack_map", nullptr, Target::file, "stack_map", false,
-     [](OutputContext& c) { return format_stack_map(c.snap.stacks, c.ksyms); }},
+     [](OutputContext& c) { return format_stack_map(c.snap.stacks, c.frames()); }},
     {K::stat, "stack_map_stat", nullptr, Target::file, "stack_map_stat", false,
      [](OutputContext& c) { return format_stat(c.snap.stats); }},
     {K::kernel, "stack_map.kernel", nullptr, Target::file, "stack_map.kernel", true,
@@ -41,13 +41,13 @@ constexpr std::array<OutputSpec, 12> kOutputs = {{
      [](OutputContext& c) { return format_folded(c.flame()); }},
     {K::svg, "--folded/--svg", "--svg", Target::file, nullptr, false, flame_svg},
     {K::pprof, "--pprof", "--pprof", Target::file, nullptr, false,
-     [](OutputContext& c) { return encode_pprof(c.snap, c.namer(), c.pprof); }},
+     [](OutputContext& c) { return encode_pprof(c.snap, c.frames(), c.pprof); }},
     {K::top, "--top", nullptr, Target::stream, nullptr, false,
-     [](OutputContext& c) { return format_top(c.snap, c.top, c.ksyms, c.names); }},
+     [](OutputContext& c) { return format_top(c.snap, c.top, c.frames()); }},
     {K::text, "stack_map", nullptr, Target::stream, nullptr, false,
-     [](OutputContext& c) { return format_stack_map(c.snap.stacks, c.ksyms); }},
+     [](OutputContext& c) { return format_stack_map(c.snap.stacks, c.frames()); }},
     {K::stacks_json, "--json", nullptr, Target::stream, nullptr, false,
-     [](OutputContext& c) { return format_stacks_json(c.snap.stacks, c.ksyms); }},
+     [](OutputContext& c) { return format_stacks_json(c.snap.stacks, c.frames()); }},
 }};
 
 constexpr bool in_kind_order() {
@@ -64,16 +64,13 @@ std::span<const OutputSpec> output_registry() { return kOutputs; }
 const OutputSpec& output_spec(OutputKind kind) { return kOutputs[static_cast<size_t>(kind)]; }
 
 const std::vector<SymbolizedStack>& OutputContext::flame() {
-  if (!flame_) flame_ = flame_stacks(snap, ksyms, names);
+  if (!flame_) flame_ = flame_stacks(snap, frames());
   return *flame_;
 }
 
-FrameNamer OutputContext::namer() const {
-  if (ksyms || !names) return kallsyms_namer(ksyms);
-  return [names = names](uint64_t ip) {
-    auto it = names->find(ip);
-    return it == names->end() ? std::string() : it->second;
-  };
+const FrameNames& OutputContext::frames() {
+  if (!frames_) frames_.emplace(snap, ksyms, names);
+  return *frames_;
 }
 
 void OutputPlan::add(OutputKind kind, std::string target, std::string said) {

@@ -69,12 +69,11 @@ class OutputContext {
 
   // The flame graph's stacks (flame_stacks), made once for --folded and --svg.
   const std::vector<SymbolizedStack>& flame();
-  // Stacks read from elsewhere instead (decode: a JSON export's symbols).
-  void set_flame(std::vector<SymbolizedStack> stacks) { flame_ = std::move(stacks); }
-  // The frames' function names for pprof.
-  FrameNamer namer() const;
+  // The snapshot's frame names, resolved once for every output.
+  const FrameNames& frames();
 
  private:
+  std::optional<FrameNames> frames_;
   std::optional<std::vector<SymbolizedStack>> flame_;
 };
 

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "daemon/export/utf8_text.h"
+#include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -305,6 +306,17 @@ void PerfettoWriter::finish() {
     throw Error("writing the Perfetto trace to " + path_ +
                 " failed: " + std::strerror(ok ? errno : err) + ": check free space");
   }
+}
+
+FrameNamer kallsyms_namer(const Kallsyms* ksyms) {
+  if (!ksyms) return {};
+  return [ksyms](uint64_t ip) -> std::string {
+    auto m = ksyms->lookup(ip);
+    if (!m) return "";
+    std::string name(m->name);
+    if (!m->module.empty()) name += " [" + std::string(m->module) + "]";
+    return name;
+  };
 }
 
 }  // namespace stackmapd

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -33,13 +34,21 @@
 #include <unordered_set>
 #include <vector>
 
-#include "daemon/export/pprof.h"
 #include "daemon/export/proto_wire.h"
 #include "daemon/model/kernel_info.h"
+#include "daemon/model/stack_record.h"
 #include "daemon/model/user_stack.h"
 #include "stackmapd/abi.h"
 
 namespace stackmapd {
+
+class Kallsyms;
+
+// A kernel frame's function, as each event is written: "schedule",
+// "nf_hook_slow [nf_tables]" for a module; "" when it does not resolve.
+using FrameNamer = std::function<std::string(uint64_t ip)>;
+// From a symbol table; null: every frame unresolved. `ksyms` must outlive it.
+FrameNamer kallsyms_namer(const Kallsyms* ksyms);
 
 class PerfettoWriter {
  public:

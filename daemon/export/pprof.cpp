@@ -9,7 +9,6 @@
 #include "daemon/export/gzip.h"
 #include "daemon/export/proto_wire.h"
 #include "daemon/export/utf8_text.h"
-#include "daemon/symbols/kallsyms.h"
 
 namespace stackmapd {
 
@@ -120,7 +119,7 @@ std::pair<std::string, std::string> weight_type(const std::string& unit) {
 
 class Encoder {
  public:
-  Encoder(const Snapshot& snap, const FrameNamer& names, const PprofOptions& opt)
+  Encoder(const Snapshot& snap, const FrameNames& names, const PprofOptions& opt)
       : snap_(snap), names_(names), opt_(opt), user_mappings_(snap.user.binaries.size()) {}
 
   std::string encode() {
@@ -144,25 +143,24 @@ class Encoder {
                opt_.label_keys->end();
       });
 
-    // --user-stacks: a sample per user stack too, its frames after the
-    // kernel's (leaf first: the kernel's innermost to the user's outermost).
-    const std::vector<StackRecord> split =
-        snap_.user.enabled ? split_by_user_stack(snap_.stacks) : std::vector<StackRecord>{};
-    for (const StackRecord& s : snap_.user.enabled ? split : snap_.stacks) {
+    // A sample per callstack and key: the kernel's frames, then --user-stacks'
+    // innermost first (leaf first: the kernel's innermost to the user's outermost).
+    for (const Callstack& c : callstacks(snap_)) {
       std::vector<uint64_t> locations;
-      for (uint64_t ip : s.ips) locations.push_back(location(ip));
-      if (auto u = snap_.user.stacks.find(s.ustack); u != snap_.user.stacks.end())
-        for (size_t i = 0; i < u->second.frames.size(); ++i)
-          locations.push_back(user_location(u->second.frames[i], i > 0));
+      for (uint32_t k = 0; k < c.kernel_depth; ++k)
+        locations.push_back(location(snap_.frames[c.frames[k]].addr, c.frames[k]));
+      for (size_t i = c.kernel_depth; i < c.frames.size(); ++i)
+        locations.push_back(user_location(names_.user(c.frames[i]), i > c.kernel_depth));
       std::map<std::vector<Label>, Values> samples;
-      if (snap_.keys_requested && !s.by.empty()) {
-        for (const KeyCount& k : s.by) {
+      if (snap_.keys_requested && !c.keys.empty()) {
+        for (uint32_t key : c.keys) {
+          const KeyCount& k = snap_.stacks[c.stack].by[key];
           Values& v = samples[labels_of(k, fields, strings_)];
           v.count += k.count;
           v.weight += k.weight;
         }
       } else {
-        samples[{}] = {s.ref_count, s.weight};
+        samples[{}] = {c.count, c.weight};
       }
       for (const auto& [labels, v] : samples) {
         if (v.count == 0) continue;
@@ -214,7 +212,7 @@ class Encoder {
   }
 
   // Location ids start at 1: pprof rejects 0.
-  uint64_t location(uint64_t ip) {
+  uint64_t location(uint64_t ip, uint32_t frame) {
     auto [it, added] = locations_.try_emplace(ip, next_location_);
     if (!added) return it->second;
     ++next_location_;
@@ -224,7 +222,7 @@ class Encoder {
     loc.varint(pb::kLocId, it->second);
     loc.varint(pb::kLocMappingId, kKernelMappingId);
     loc.varint(pb::kAddress, shown(ip));
-    if (std::string name = names_ ? names_(ip) : ""; !name.empty()) {
+    if (std::string name = names_.function(frame); !name.empty()) {
       ProtoWriter line;
       line.varint(pb::kFunctionId, function(name, ""));
       loc.message(pb::kLine, line);
@@ -332,7 +330,7 @@ class Encoder {
   };
 
   const Snapshot& snap_;
-  const FrameNamer& names_;
+  const FrameNames& names_;
   const PprofOptions& opt_;
   std::vector<UserMapping> user_mappings_;  // by binary
   Strings strings_;
@@ -347,18 +345,7 @@ class Encoder {
 
 }  // namespace
 
-FrameNamer kallsyms_namer(const Kallsyms* ksyms) {
-  if (!ksyms) return {};
-  return [ksyms](uint64_t ip) -> std::string {
-    auto m = ksyms->lookup(ip);
-    if (!m) return "";
-    std::string name(m->name);
-    if (!m->module.empty()) name += " [" + std::string(m->module) + "]";
-    return name;
-  };
-}
-
-std::string encode_pprof(const Snapshot& snap, const FrameNamer& names, const PprofOptions& opt) {
+std::string encode_pprof(const Snapshot& snap, const FrameNames& names, const PprofOptions& opt) {
   return Encoder(snap, names, opt).encode();
 }
 

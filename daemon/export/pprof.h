@@ -3,11 +3,11 @@
 // `go tool pprof`, Parca, Pyroscope and Grafana Alloy read.
 //
 // Data flow: Snapshot (a session's end, the daemon's current table, a
-// stack_map.json or FSMB file read back) + a FrameNamer (function names: go's
-// pprof cannot symbolize C binaries) -> encode_pprof -> gzipped profile.proto.
+// stack_map.json or FSMB file read back) + its FrameNames (function names:
+// go's pprof cannot symbolize C binaries) -> encode_pprof -> gzipped profile.proto.
 // For an endpoint's "last N seconds": delta_snapshot(before, after) first.
 //
-//   Sample      one per (stack, user stack, key): location ids leaf first,
+//   Sample      one per (callstack, key): location ids leaf first,
 //               our ips, then --user-stacks' frames innermost first (the
 //               folded export's order reversed); values [events|samples
 //               count], [cpu nanoseconds] with --profile HZ, [the weight]
@@ -27,22 +27,14 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "daemon/export/frame_names.h"
 #include "daemon/model/snapshot.h"
 
 namespace stackmapd {
-
-class Kallsyms;
-
-// A frame's function: "schedule", "nf_hook_slow [nf_tables]" for a module;
-// "" when the address does not resolve (pprof then shows the address).
-using FrameNamer = std::function<std::string(uint64_t ip)>;
-// From a symbol table; null: every frame unresolved. `ksyms` must outlive it.
-FrameNamer kallsyms_namer(const Kallsyms* ksyms);
 
 struct PprofOptions {
   uint32_t profile_hz = 0;  // --profile HZ: samples/count, cpu/nanoseconds, period 1e9/HZ
@@ -60,7 +52,7 @@ struct PprofOptions {
 
 // The gzipped profile. Labels only when the snapshot's keys were asked for
 // (snap.keys_requested: --by); an FSMB file has none. Throws Error only if zlib fails.
-std::string encode_pprof(const Snapshot& snap, const FrameNamer& names, const PprofOptions& opt);
+std::string encode_pprof(const Snapshot& snap, const FrameNames& names, const PprofOptions& opt);
 
 // What happened between two snapshots of one table: per stack and key,
 // `after` less `before`. A stack whose id now holds other frames, or whose

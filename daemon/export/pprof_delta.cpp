@@ -51,6 +51,7 @@ Snapshot delta_snapshot(const Snapshot& before, const Snapshot& after) {
   if (before.stats.resets == after.stats.resets)
     for (int c = 0; c < SMC_NR; ++c)
       delta.stats.counters[c] = less(after.stats.counters[c], before.stats.counters[c]);
+  intern_callstacks(delta);
   return delta;
 }
 

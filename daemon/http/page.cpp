@@ -111,7 +111,7 @@ constexpr const char* kStyle =
 std::string render_page(const Snapshot& snap, const Kallsyms* ksyms, const PageOptions& opt) {
   FlameGraphOptions fg;
   fg.title = "Kernel stacks on " + opt.host;
-  std::vector<SymbolizedStack> stacks = flame_stacks(snap, ksyms);
+  std::vector<SymbolizedStack> stacks = flame_stacks(snap, FrameNames(snap, ksyms));
   if (!opt.addresses)
     for (auto& s : stacks)
       for (auto& f : s.frames)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "daemon/model/attribution.h"
+#include "daemon/model/callstack.h"
 #include "daemon/model/kernel_info.h"
 #include "daemon/model/stack_record.h"
 #include "daemon/model/table_stats.h"
@@ -27,6 +28,10 @@ struct Snapshot {
   bool keys_requested = false;  // --by given: the exports show each stack's keys
   std::vector<std::string> sources;  // event sources by index (KeyValues::source names them)
   UserStackSet user;                 // --user-stacks: the stacks KeyValues::ustack names
+  // The model's ids (callstack.h): what the exports walk. intern_callstacks()
+  // fills them from the above; empty until it has.
+  std::vector<Frame> frames;
+  std::vector<Callstack> callstacks;
 };
 
 }  // namespace stackmapd

@@ -21,6 +21,7 @@ struct SnapshotCut {
   Snapshot finish() && {
     snap.stacks = store.snapshot(snap.sources);
     if (complete) complete(snap);
+    intern_callstacks(snap);
     return std::move(snap);
   }
 

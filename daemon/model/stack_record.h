@@ -16,7 +16,7 @@ constexpr uint32_t kNoUserStack = 0xfffffffeU;
 struct KeyValues {
   uint32_t pid = 0, tid = 0, cpu = 0;
   std::string comm, cgroup, unit, source;
-  uint32_t ustack = kNoUserStack;  // --user-stacks: Snapshot::user_stacks' id
+  uint32_t ustack = kNoUserStack;  // --user-stacks: its user-table id (Snapshot::user)
   bool operator==(const KeyValues&) const = default;
 };
 
@@ -35,9 +35,6 @@ struct StackRecord {
   // Its counts and weights sum to ref_count and weight. "= {}" lets the
   // records written {id, count, ips} leave it out without a warning.
   std::vector<KeyCount> by = {};
-  // --user-stacks, in a record split_by_user_stack() made: the user stack
-  // of every entry of `by` (Snapshot::user).
-  uint32_t ustack = kNoUserStack;
 };
 
 }  // namespace stackmapd

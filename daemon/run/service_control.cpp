@@ -35,7 +35,8 @@ ControlReply Service::handle(const std::string& line) {
           return {false, "'" + line + "': give top a count of stacks, 1 or more"};
       }
       session_->drain(0);
-      return {true, format_top(session_->snapshot(), n, symbols())};
+      const Snapshot snap = session_->snapshot();
+      return {true, format_top(snap, n, FrameNames(snap, symbols()))};
     }
     if (line == "reset") return {true, reset()};
     if (line == "snapshot") {

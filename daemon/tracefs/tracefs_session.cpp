@@ -188,6 +188,7 @@ Snapshot make_tracefs_snapshot(const FsmbFile& map, const TracefsStat& stat,
   }
   for (const auto& [id, count] : pipe.id_counts())
     if (id >= known.size() || !known[id]) ts.bad_records += count;
+  intern_callstacks(snap);
   return snap;
 }
 

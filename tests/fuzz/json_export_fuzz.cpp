@@ -39,22 +39,18 @@ void outputs_of(const std::vector<SymbolizedStack>& stacks) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   bytes_as_text(text);
-  try {
-    outputs_of(stacks_from_json(text, "fuzz.json"));
-  } catch (const Error&) {
-  }
   JsonExport doc;
   try {
     doc = read_json_export(text, "fuzz.json");
   } catch (const Error&) {
     return 0;
   }
-  outputs_of(flame_stacks(doc.snap, nullptr, &doc.functions));
-  format_top(doc.snap, 0, nullptr, &doc.functions);
-  encode_pprof(doc.snap,
-               [&](uint64_t ip) { return doc.functions.count(ip) ? doc.functions.at(ip) : ""; },
-               {});
-  const JsonExport again = read_json_export(format_json(doc.snap, nullptr), "fuzz-rewritten");
+  const FrameNames names(doc.snap, nullptr, &doc.functions);
+  outputs_of(flame_stacks(doc.snap, names));
+  format_top(doc.snap, 0, names);
+  encode_pprof(doc.snap, names, {});
+  const JsonExport again =
+      read_json_export(format_json(doc.snap, FrameNames(doc.snap, nullptr)), "fuzz-rewritten");
   if (again.snap.stacks.size() != doc.snap.stacks.size()) abort();
   for (size_t i = 0; i < doc.snap.stacks.size(); ++i) {
     const StackRecord& a = doc.snap.stacks[i];
