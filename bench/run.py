@@ -924,6 +924,22 @@ def bench_progs(a, bins):
     return res
 
 
+SNAPSHOT_CONFIGS = (("kernel stacks, 3 pids each", []), ("under 3 user stacks", ["--user"]))
+
+
+def bench_snapshot(a, bins):
+    """What one snapshot costs off the hot path, stage by stage: the store's copy,
+    the model's callstack ids, the frame names, each output (snapshot_bench)."""
+    stacks, rounds = (2000, 1) if a.smoke else (20000, 5)
+    res = {}
+    for config, extra in SNAPSHOT_CONFIGS:
+        res[config] = json.loads(sh([bins["snapshot_bench"], "--stacks", str(stacks), "--depth", "16",
+                                     "--keys", "3", "--rounds", str(rounds)] + extra))
+        log("snapshot %-27s %s" % (config, ", ".join(
+            f"{k} {v} ms" for k, v in res[config]["ms"].items())))
+    return res
+
+
 def sha256_of(path):
     import hashlib
     with open(path, "rb") as f:
@@ -1153,6 +1169,14 @@ def markdown(res):
                  "settings it prunes)",
               ["configuration: program", "xlated bytes", "verified insns"] +
               (["baseline xlated bytes", "baseline verified insns"] if base else []), rows)
+    sn = res.get("snapshot")
+    if sn:
+        stages = list(next(iter(sn.values()))["ms"])
+        first = next(iter(sn.values()))
+        table(L, f"**One snapshot, stage by stage** (`bench/snapshot_bench`, {first['stacks']} kernel "
+                 f"stacks of {first['depth']} frames, 3 pids each; ms, the median of its rounds)",
+              ["stage"] + list(sn), [[f"`{st}`"] + [str(sn[c]["ms"].get(st, "n/a")) for c in sn]
+                                     for st in stages])
     c = res.get("compare")
     if c:
         base = res["meta"].get("baseline", {})
@@ -1361,7 +1385,7 @@ def main():
                     help="where latest.{json,md,png} go (default bench/results; with --smoke "
                          "a temporary directory)")
     ap.add_argument("--only", default=None,
-                    help="comma-separated sections: ns,throughput,ring,daemon,pool,user,offcpu,progs,compare "
+                    help="comma-separated sections: ns,throughput,ring,daemon,pool,user,offcpu,progs,snapshot,compare "
                          "(default: all; compare only with --baseline-stackmapd)")
     ap.add_argument("--baseline-stackmapd", metavar="BINARY",
                     help="another stackmapd build to compare this one with (section compare), "
@@ -1402,10 +1426,11 @@ def main():
         a.out = (tempfile.mkdtemp(prefix="stackmapd-bench-smoke-") if a.smoke
                  else os.path.join(HERE, "results"))
     if a.only is None:
-        a.only = "ns,throughput,ring,daemon,pool,user,offcpu,progs" + (",compare" if a.baseline_stackmapd else "")
+        a.only = "ns,throughput,ring,daemon,pool,user,offcpu,progs,snapshot" + (",compare" if a.baseline_stackmapd else "")
     b = a.build_dir
     bins = {"stackmapd": f"{b}/stackmapd", "alloc_loop": f"{b}/bench/alloc_loop",
-            "bare_stack": f"{b}/bench/bare_stack", "drain_bench": f"{b}/bench/drain_bench"}
+            "bare_stack": f"{b}/bench/bare_stack", "drain_bench": f"{b}/bench/drain_bench",
+            "snapshot_bench": f"{b}/bench/snapshot_bench"}
     if a.baseline_stackmapd:
         bins["baseline_stackmapd"] = a.baseline_stackmapd
     for k, v in bins.items():
@@ -1456,6 +1481,7 @@ def main():
                       bench_user_stacks),
              "progs": ("BPF programs: xlated bytes and verified instructions", "bpf_programs",
                        bench_progs),
+             "snapshot": ("one snapshot, stage by stage", "snapshot", bench_snapshot),
              "compare": ("this build against the baseline", "compare", bench_compare)}
     for s in sections:
         if s not in known:

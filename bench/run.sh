@@ -34,6 +34,6 @@ elif ! have_tools; then
 fi
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -DSTACKMAPD_BENCH=ON > /dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)" --target stackmapd alloc_loop bare_stack drain_bench
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target stackmapd alloc_loop bare_stack drain_bench snapshot_bench
 # Debian's python3 (where python3-matplotlib lives), not whatever is first in PATH.
 exec /usr/bin/python3 bench/run.py --build-dir "$BUILD_DIR" "$@"

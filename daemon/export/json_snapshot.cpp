@@ -62,7 +62,7 @@ class Reader {
   uint64_t number(const json& j, const char* key, const std::string& where) const {
     auto it = j.find(key);
     if (it == j.end() || !it->is_number_unsigned())
-      fail(where, std::string("has no non-negative integer \"") + key + "\"");
+      fail(where + "." + key, "is missing or not a non-negative integer");
     return it->get<uint64_t>();
   }
   // j[key] if present, as number() checks it: json's value() would convert a
