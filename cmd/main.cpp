@@ -158,8 +158,17 @@ int run_trace(const TraceArgs& args) {
     spdlog::error("{} not written: {}", what, e.what());
     failed = true;
   });
+  // --top's own total and stacks, the events listed under a stack; the rest
+  // were taken in user mode (no kernel stack to list) or dropped.
   const TableStats& st = snap.stats;
-  spdlog::info("{} events, {} unique stacks, {} dropped{}{}", st.events(), st.entries, st.drops(),
+  uint64_t listed = 0;
+  for (const Callstack& c : callstacks(snap)) listed += c.count;
+  const uint64_t unlisted = st.events() - std::min(listed, st.events());
+  spdlog::info("{} events, {} unique stacks{}, {} dropped{}{}", listed, callstacks(snap).size(),
+               st.user_mode() ? ", " + std::to_string(st.user_mode()) +
+                                    " samples in user mode (no kernel stack)"
+                              : "",
+               unlisted - std::min(st.user_mode(), unlisted),
                st.pool_full() ? " (element pool full: raise --bits)" : "",
                st.get(SMC_DROP_RINGBUF_FULL) ? " (ring buffer full: raise --ringbuf-kb)" : "");
   if (st.verify_mismatch)

@@ -16,8 +16,11 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <thread>
 
+#include "daemon/http/metrics.h"
+#include "daemon/run/http_endpoints.h"
 #include "daemon/run/session_setup.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
@@ -101,6 +104,39 @@ TEST_F(BpfSessionTest, EveryIdResolvesAndCountsAgree) {
     EXPECT_EQ(t.ref_count, r.ref_count) << "stack_id " << r.stack_id;
     EXPECT_GE(r.ips.size(), 1u);
   }
+}
+
+// A sample's value in Prometheus' text format: the sum over every series of
+// `family` (any labels), or nullopt without one.
+std::optional<uint64_t> metric_sum(const std::string& text, const std::string& family) {
+  std::optional<uint64_t> sum;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(family, 0) != 0) continue;
+    const char next = line[family.size()];
+    if (next != ' ' && next != '{') continue;
+    sum = sum.value_or(0) + std::stoull(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+// The per-source series of /metrics against the total, after a real burst of
+// two sources' events (batched: a count record carries many events).
+TEST_F(BpfSessionTest, SourceEventsSeriesSumToEventsTotal) {
+  SessionConfig c = kmem_config();
+  c.events.push_back({"kmem", "kmalloc"});
+  BpfSession s(c);
+  run_load(s, 50);
+  const std::string m = http::format_metrics(collect_metrics(s, 0));
+  const TableStats st = s.stats();
+  ASSERT_GT(st.events_total, 100000u) << "the workload made too few events";
+  ASSERT_EQ(st.drops(), 0u) << "a dropped event counts in no source";
+  ASSERT_EQ(st.events_total, st.counted());
+  EXPECT_EQ(metric_sum(m, "stackmapd_events_total"), st.events_total) << m;
+  EXPECT_EQ(metric_sum(m, "stackmapd_source_events_total"), st.events_total) << m;
+  for (const std::string& source : s.sources())
+    EXPECT_GT(metric_sum(m, "stackmapd_source_events_total{source=\"" + source + "\"}"), 0u)
+        << source << " counted nothing";
 }
 
 // Bytes of BPF maps this process has resident (its mmaps of them).

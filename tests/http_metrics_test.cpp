@@ -57,6 +57,16 @@ TEST(HttpMetrics, CountersAsSeries) {
   EXPECT_EQ(m.find("stack_id"), std::string::npos);
 }
 
+// A --profile sample taken in user mode has no kernel stack: a series of its
+// own, not a drop.
+TEST(HttpMetrics, UserModeSamplesAreNoDrops) {
+  MetricsInput in = sample();
+  in.stats.counters[SMC_DROP_NO_KERNEL_STACK] = 11;
+  std::string m = format_metrics(in);
+  EXPECT_TRUE(has_line(m, "stackmapd_user_mode_samples_total 11")) << m;
+  EXPECT_EQ(m.find("no_kernel_stack"), std::string::npos) << m;
+}
+
 // A label value that is not UTF-8 (the exposition format's must be) comes
 // escaped as text (utf8_text.h), whose backslash the format escapes in turn.
 TEST(HttpMetrics, LabelValuesAreUtf8) {

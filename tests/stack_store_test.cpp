@@ -55,6 +55,22 @@ TEST(StackStore, CountsEventsPerSourceWhateverTheKeysAndAcrossClear) {
   EXPECT_EQ(s.source_events(), (std::vector<uint64_t>{2, 0, 2})) << "they only grow";
 }
 
+// A batch's record counts n events at once: each source counts all n, so the
+// sources sum to the events counted (Prometheus' per-source series to the total).
+TEST(StackStore, SourceEventsCountEveryEventOfABatch) {
+  StackStore s(64);
+  EventKey a = key_of(1), b = key_of(2);
+  b.source = 1;
+  s.insert(40, {1}, a, 7, 7);
+  s.count(40, a, 5, 5);
+  s.count(40, b, 300, 300);
+  s.insert(41, {2}, b, 2, 2);
+  EXPECT_EQ(s.source_events(), (std::vector<uint64_t>{12, 302}));
+  uint64_t sum = 0;
+  for (uint64_t n : s.source_events()) sum += n;
+  EXPECT_EQ(sum, s.total_events());
+}
+
 TEST(StackStore, RejectsOutOfRangeAndDuplicateIds) {
   StackStore s(8);
   EXPECT_FALSE(s.count(8, {}, 1));

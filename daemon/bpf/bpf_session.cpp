@@ -169,6 +169,7 @@ void BpfSession::detach() {
   const bool was_attached = attachments_.attached();
   attachments_.detach();
   if (was_attached) absorb_batches();
+  watch_ring_drops(true);
 }
 
 // Nothing writes the batches once the programs detached a moment ago have
@@ -181,8 +182,29 @@ void BpfSession::absorb_batches() {
   batches_.clear_entries();
 }
 
+void BpfSession::watch_ring_drops(bool at_end) {
+  const auto now = DropBursts::Clock::now();
+  if (!at_end && now < next_drop_look_) return;
+  next_drop_look_ = now + std::chrono::milliseconds(250);
+  uint64_t total = 0;  // every epoch's: a reset does not end a burst
+  for (const smt_cpu_counters& c : batches_.counters())
+    total += c.epoch[0][SMC_DROP_RINGBUF_FULL] + c.epoch[1][SMC_DROP_RINGBUF_FULL];
+  const auto say = [this](const DropBursts::Burst& b) {
+    bpf_map_info info = {};
+    __u32 len = sizeof(info);
+    const uint32_t kb =
+        bpf_obj_get_info_by_fd(object_.ids_fd(), &info, &len) == 0 ? info.max_entries >> 10 : 0;
+    spdlog::warn("ring buffer full: {} events dropped in {:.1f} s; raise --ringbuf-kb (now {})",
+                 b.dropped, b.seconds, kb);
+  };
+  if (auto burst = ring_full_.observe(now, total)) say(*burst);
+  if (!at_end) return;
+  if (auto burst = ring_full_.finish()) say(*burst);
+}
+
 size_t BpfSession::drain(int timeout_ms) {
   const size_t n = consumer_.drain(timeout_ms);
+  watch_ring_drops(false);
   // A user stack goes to the resolver when the table publishes it, not when
   // an event naming it leaves the batches: a process that exits meanwhile
   // is still there to be read.

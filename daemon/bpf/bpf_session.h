@@ -27,6 +27,7 @@
  */
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -47,6 +48,7 @@
 #include "daemon/model/stack_store.h"
 #include "daemon/model/table_stats.h"
 #include "daemon/resolve/resolver.h"
+#include "daemon/sys/drop_bursts.h"
 #include "stackmapd/abi.h"
 
 namespace stackmapd {
@@ -159,6 +161,9 @@ class BpfSession {
   void absorb_batches();
   TableStats stats_of(const std::vector<smt_cpu_counters>& counters, uint32_t parity) const;
   void add_user_counts(TableStats& s) const;
+  // Says once per burst how many events a full ring buffer dropped (drain()
+  // looks a few times a second; at_end: the open burst too, detach()).
+  void watch_ring_drops(bool at_end);
 
   // Declared in the order they are built; torn down in reverse: links first,
   // so nothing writes while the consumer and the mappings go away.
@@ -179,6 +184,8 @@ class BpfSession {
   bool trace_;  // --trace
   // --user-stacks: user table pool elements already handed to the resolver.
   uint32_t user_scanned_ = 0;
+  DropBursts ring_full_{std::chrono::seconds(2), std::chrono::seconds(30)};
+  DropBursts::Clock::time_point next_drop_look_;
 };
 
 }  // namespace stackmapd

@@ -72,7 +72,6 @@ const char* drop_reason(int c) {
     case SMC_DROP_PROBE_LIMIT: return "probe_limit";
     case SMC_DROP_BUSY: return "busy";
     case SMC_DROP_STACK_ERROR: return "stack_error";
-    case SMC_DROP_NO_KERNEL_STACK: return "no_kernel_stack";
     case SMC_DROP_RINGBUF_FULL: return "ringbuf_full";
     case SMC_DROP_RESETTING: return "resetting";
     case SMC_DROP_NESTED: return "nested";
@@ -102,7 +101,10 @@ std::string format_metrics(const MetricsInput& in) {
   w.family("stackmapd_drops_total", "counter",
            "Events whose stack was not recorded, by reason, this epoch.");
   for (int c = SMC_FIRST_DROP; c <= SMC_LAST_DROP; ++c)
-    w.sample(st.counters[c], label("reason", drop_reason(c)));
+    if (c != SMC_DROP_NO_KERNEL_STACK) w.sample(st.counters[c], label("reason", drop_reason(c)));
+  w.one("stackmapd_user_mode_samples_total", "counter",
+        "--profile samples taken in user mode, no kernel stack to record (not drops), this epoch.",
+        st.user_mode());
   w.one("stackmapd_truncated_stacks_total", "counter",
         "Recorded stacks deeper than 64 frames, their innermost frames kept, this epoch.",
         st.get(SMC_TRUNCATED));

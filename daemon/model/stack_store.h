@@ -52,7 +52,7 @@ class StackStore {
     stacks_[pos].ref_count += n;
     stacks_[pos].weight += weight;
     if (key.source >= source_events_.size()) source_events_.resize(size_t{key.source} + 1);
-    ++source_events_[key.source];
+    source_events_[key.source] += n;
     PairKey k{pos, masked(key)};
     if (!last_ || !(k == last_key_)) look_up(k);
     last_->count += n;

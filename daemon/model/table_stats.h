@@ -39,23 +39,30 @@ struct TableStats {
   uint64_t user_stacks_dropped = 0;
 
   uint64_t get(smt_counter c) const { return counters[c]; }
+  // --profile samples taken in user mode, without --user-stacks (or with no
+  // user stack readable): no stack to count, yet nothing went wrong. The BPF
+  // side counts them as an outcome of their own beside the drops
+  // (SMC_DROP_NO_KERNEL_STACK); they are no drop.
+  uint64_t user_mode() const { return get(SMC_DROP_NO_KERNEL_STACK); }
+  // Events lost, or whose stack the table could not take (sent whole instead).
   uint64_t drops() const {
     uint64_t d = 0;
     for (int c = SMC_FIRST_DROP; c <= SMC_LAST_DROP; ++c) d += counters[c];
-    return d;
+    return d - user_mode();
   }
   // Events the daemon counts under a stack: hits, and the table's drops whose
   // frames were sent whole instead (a busy slot's stack then counts under
   // its table id, the rest in the overflow store).
   uint64_t counted() const { return get(SMC_HITS) + get(SMC_SENT_WHOLE); }
-  // Every event of this epoch ends in a hit or exactly one named drop.
-  uint64_t events() const { return get(SMC_HITS) + drops(); }
+  // Every event of this epoch ends in a hit, a user-mode sample or exactly one named drop.
+  uint64_t events() const { return get(SMC_HITS) + drops() + user_mode(); }
   bool pool_full() const { return entries >= pool_size; }
   // The RFC's hit_rate: hits * 100 / (hits + drops), a stack's first insert counted as a hit.
-  // None without events, where the RFC prints no hit_rate line.
+  // None without hits or drops, where the RFC prints no hit_rate line.
   std::optional<uint64_t> hit_rate_percent() const {
-    if (events() == 0) return std::nullopt;
-    return get(SMC_HITS) * 100 / events();
+    const uint64_t tried = get(SMC_HITS) + drops();
+    if (tried == 0) return std::nullopt;
+    return get(SMC_HITS) * 100 / tried;
   }
   // Our reuse_rate: share of events whose stack was already stored (hits less first inserts).
   // None without events, as hit_rate.

@@ -18,8 +18,9 @@ namespace stackmapd {
 
 namespace {
 
-// Says once, as it happens, when the table or the ring buffer starts losing
-// events, instead of leaving it to the exports at the end (checked each second).
+// Says once, as it happens, when the table starts losing events, instead of
+// leaving it to the exports at the end (checked each second). A full ring
+// buffer the session says itself, once per burst (BpfSession::drain()).
 class HealthWatch {
  public:
   void check(const BpfSession& session) {
@@ -31,15 +32,10 @@ class HealthWatch {
           "raise --bits",
           st.entries);
     }
-    if (st.get(SMC_DROP_RINGBUF_FULL) && !ring_warned_) {
-      ring_warned_ = true;
-      spdlog::warn("ring buffer full: ids are dropped and counted; raise --ringbuf-kb");
-    }
   }
 
  private:
   bool pool_warned_ = false;
-  bool ring_warned_ = false;
 };
 
 }  // namespace
