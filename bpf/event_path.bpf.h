@@ -166,9 +166,22 @@ static __always_inline void leave_level(__u32 *depth)
 	(*depth)--;
 }
 
+/* --pid: whether the current process is one of the session's. */
+static __always_inline int tgid_wanted(const volatile struct smt_config *cfg, __u32 nr)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	for (__u32 i = 0; i < SMT_MAX_PIDS && i < nr; i++)
+		if (cfg->filter_tgid[i] == tgid)
+			return 1;
+	return 0;
+}
+
 static __always_inline int filtered_out(const volatile struct smt_config *cfg)
 {
-	if (cfg->filter_tgid && bpf_get_current_pid_tgid() >> 32 != cfg->filter_tgid)
+	__u32 nr = cfg->filter_tgid_nr;
+
+	if (nr && !tgid_wanted(cfg, nr))
 		return 1;
 	return cfg->filter_cpu != SMT_ANY_CPU && bpf_get_smp_processor_id() != cfg->filter_cpu;
 }

@@ -72,10 +72,11 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt) {
   }
   if (!tracefs) return trace(opt);
   if (!args.functions.empty() || args.profile_hz || !args.trace.empty() || !args.perfetto.empty() ||
-      args.verify || !args.by.empty() || !args.sum.empty() || args.offcpu)
+      args.verify || !args.by.empty() || !args.sum.empty() || args.offcpu || !args.pids.empty() ||
+      args.cpu)
     throw Error(
-        "-f, --profile, --trace, --perfetto, --verify, --by, --sum and --offcpu need the BPF "
-        "backend: drop them for --backend tracefs");
+        "-f, --profile, --trace, --perfetto, --verify, --by, --sum, --offcpu, --pid and --cpu "
+        "need the BPF backend: drop them for --backend tracefs");
   if (args.bits != SMT_DEFAULT_BITS)
     spdlog::warn(
         "--bits does not apply to the tracefs backend: the kernel's table size is set "
@@ -84,6 +85,8 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt) {
 }
 
 // What the session writes at its end, in the registry's order (output_plan.h).
+// One rule for stdout: the stack_map text goes there only when no other
+// output was asked for, so `--folded -` and `--trace -` are all it holds.
 OutputPlan session_outputs(const TraceArgs& args) {
   OutputPlan plan;
   if (!args.output.empty())
@@ -96,8 +99,7 @@ OutputPlan session_outputs(const TraceArgs& args) {
         OutputKind::pprof, args.pprof,
         "wrote the pprof profile to " + args.pprof + " (go tool pprof -top " + args.pprof + ")");
   if (args.top) plan.add(OutputKind::top);
-  else if (args.output.empty() && args.folded != "-" && args.pprof.empty())
-    plan.add(OutputKind::text);
+  if (plan.empty() && args.trace.empty() && args.perfetto.empty()) plan.add(OutputKind::text);
   return plan;
 }
 
@@ -116,7 +118,8 @@ int run_trace(const TraceArgs& args) {
   // `--top N` alone asks the running daemon, like `stackmapd ctl top N`.
   if (args.top && args.events.empty() && args.functions.empty() && !args.profile_hz &&
       args.by.empty() && args.sum.empty() && !args.offcpu && args.output.empty() &&
-      !args.duration && args.trace.empty() && args.perfetto.empty() && args.pprof.empty()) {
+      !args.duration && args.trace.empty() && args.perfetto.empty() && args.pprof.empty() &&
+      args.folded.empty() && args.svg.empty() && args.pids.empty() && !args.cpu) {
     if (auto reply = control_request(args.socket, "top " + std::to_string(*args.top))) {
       std::cout << *reply;
       return 0;
@@ -272,6 +275,9 @@ int main(int argc, char** argv) {
   CLI::App* ctl =
       app.add_subcommand("ctl", "Ask the running daemon: stat, top [N], reset, snapshot, reload");
   ctl->add_option("request", ctl_words, "stat | top [N] | reset | snapshot | reload")->required();
+  // Also after the subcommand (`ctl --socket S stat`), into the same string.
+  ctl->add_option("--socket", trace_args.socket, "The daemon's control socket")
+      ->capture_default_str();
 
   std::string pin_dir = kDefaultPinDir;
   CLI::App* unpin =

@@ -256,7 +256,7 @@ TEST_F(BpfSessionTest, VerifyModeFindsEverySampledStackStoredUnderItsId) {
   c.verify_every = 7;
   // This process's events only: a busy machine's others would fill the ring
   // with samples between drains.
-  c.filter_pid = static_cast<uint32_t>(getpid());
+  c.filter_pids = {static_cast<uint32_t>(getpid())};
   BpfSession s(c);
   run_load(s, 20);
   TableStats st = s.stats();
@@ -458,7 +458,7 @@ TEST_F(BpfSessionTest, PinnedUserTableSurvivesTheDaemon) {
   // This process only: the consumer keeps up (no ring-full drops, which
   // leave stacks in the table that the store never saw) and symbolizes
   // only its own stacks.
-  c.filter_pid = static_cast<uint32_t>(getpid());
+  c.filter_pids = {static_cast<uint32_t>(getpid())};
   std::vector<StackRecord> before;
   uint32_t user_id = kNoUserStack;
   std::optional<UserStackIps> user_before;

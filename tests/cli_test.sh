@@ -214,6 +214,53 @@ loop_pid=$!
 wait $loop_pid
 check "--pid: events recorded" '[ -s "$tmp/pid.txt" ]'
 check "--pid: only that process" '[ "$(grep -cvE -- "-$loop_pid +\[" "$tmp/pid.txt")" -eq 0 ]'
+
+# --pid with several processes, in each of its forms, for every kind of source:
+# only those processes' events, and events of each. A third process runs beside.
+PIDLOOP='
+import os, sys, time
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    for _ in range(200):
+        fd = os.open("/proc/self/stat", os.O_RDONLY); os.read(fd, 256); os.close(fd)
+    time.sleep(0.001)'
+by_pids() {  # by_pids stack_map.json: the pids its "by" entries name, sorted, one line
+  "$PY" -c 'import json, sys
+print(*sorted({k["pid"] for s in json.load(open(sys.argv[1]))["stacks"] for k in s.get("by", []) if "pid" in k}))' "$1"
+}
+pid_loops() {  # three loops: $a and $b to trace, $other beside them
+  "$PY" -c "$PIDLOOP" 4 & a=$!
+  "$PY" -c "$PIDLOOP" 4 & b=$!
+  "$PY" -c "$PIDLOOP" 4 & other=$!
+}
+traced_pids() { by_pids "$tmp/$1/stack_map.json"; }
+want_pids() { echo $(printf "%s\n" $a $b | sort -n); }
+pid_loops
+"$BIN" -e kmem:kmem_cache_alloc --pid "$a $b" --duration 2 --by pid --output "$tmp/pids_tp" 2> /dev/null
+wait $a $b $other
+check "--pid \"A B\" (\"\$(pidof X)\"), -e: events of A and B only ($(traced_pids pids_tp); want $(want_pids))" \
+  '[ "$(traced_pids pids_tp)" = "$(want_pids)" ]'
+pid_loops
+"$BIN" --offcpu --pid $a $b --duration 2 --by pid --output "$tmp/pids_offcpu" 2> /dev/null
+wait $a $b $other
+check "--pid A B (\$(pidof X)), --offcpu: blocks of A and B only ($(traced_pids pids_offcpu); want $(want_pids))" \
+  '[ "$(traced_pids pids_offcpu)" = "$(want_pids)" ]'
+pid_loops
+"$BIN" --profile 499 --pid $a,$b --pid $b --duration 2 --by pid --output "$tmp/pids_profile" 2> /dev/null
+wait $a $b $other
+check "--pid A,B --pid B, --profile: samples of A and B only ($(traced_pids pids_profile); want $(want_pids))" \
+  '[ "$(traced_pids pids_profile)" = "$(want_pids)" ]'
+"$PY" -c 'import threading, time; threading.Thread(target=time.sleep, args=(5,)).start(); time.sleep(5)' &
+threaded=$!
+sleep 0.5
+thread=$(ls /proc/$threaded/task | grep -vx $threaded | head -1)
+expect_error "--pid 4194303: no such process: give the pid of a running process" "$BIN" --pid "$$ 4194303" --duration 1
+expect_error "is a thread of process $threaded: give $threaded" "$BIN" --pid "$thread" --duration 1
+kill $threaded
+expect_error "--pid 'x12' is not a process id: give numbers" "$BIN" --pid 1,x12 --duration 1
+expect_error "--pid '' names no process" "$BIN" --pid "" --duration 1
+expect_error "--pid: 65 processes, at most 64 at once" "$BIN" --pid "$(seq 1 65 | paste -sd,)" --duration 1
+expect_error "--pid and --cpu need the BPF backend" "$BIN" --backend tracefs --pid $$ --duration 1
 "$BIN" --cpu 1 -e sched:sched_switch --trace "$tmp/cpu.txt" --duration 1 2> /dev/null > /dev/null
 check "--cpu 1: events recorded" '[ -s "$tmp/cpu.txt" ]'
 check "--cpu 1: only CPU 1" '[ "$(grep -cv " \[001\] " "$tmp/cpu.txt")" -eq 0 ]'
@@ -233,6 +280,19 @@ check "the SVG is XML" '"$PY" -c "import sys, xml.dom.minidom; xml.dom.minidom.p
 check "decode of stack_map.json gives the same folded stacks" 'cmp -s "$tmp/flame.folded" "$tmp/json.folded"'
 "$BIN" decode "$tmp/flame/stack_map_bin" --kallsyms /proc/kallsyms --folded - > "$tmp/bin.folded" 2> /dev/null
 check "decode of stack_map_bin gives the same folded stacks" 'cmp -s "$tmp/flame.folded" "$tmp/bin.folded"'
+
+# One rule for stdout: the stack_map text goes there only when no other output is asked for.
+"$BIN" --duration 1 > "$tmp/plain.out" 2> /dev/null
+check "no output asked for: the stack_map text on stdout" 'grep -q "^stack_id " "$tmp/plain.out"'
+for opt in "--top 3" "--folded $tmp/r.folded" "--svg $tmp/r.svg" "--pprof $tmp/r.pb.gz" \
+  "--perfetto $tmp/r.pftrace" "--trace $tmp/r.trace" "--output $tmp/r.out" "--trace -" "--folded -"; do
+  "$BIN" --duration 1 $opt > "$tmp/rule.out" 2> /dev/null
+  rc=$?
+  check "${opt/$tmp\//}: exits 0, no stack_map text on stdout ($(grep -c "^stack_id " "$tmp/rule.out") lines)" \
+    '[ $rc -eq 0 ] && ! grep -q "^stack_id " "$tmp/rule.out"'
+done
+check "--folded -: stdout is the folded stacks alone" \
+  '[ -s "$tmp/rule.out" ] && [ "$(grep -cvE "^[^ ;]+(;[^ ;]+)* [0-9]+\$" "$tmp/rule.out")" -eq 0 ]'
 
 # Offline symbolization: what the export records lets a kallsyms from another
 # boot (another KASLR slide) or a vmlinux resolve the raw frames.
@@ -282,6 +342,14 @@ check "--vmlinux with the recorded slide resolves the frames" \
   --history-max-kb 4096 2> "$tmp/always.err" &
 pid=$!
 "$PY" -c "$LOOP" 4
+# The control client's options go before its subcommand or after it.
+for args in "--socket $tmp/always/control.sock ctl stat" "ctl --socket $tmp/always/control.sock stat" \
+  "ctl stat --socket $tmp/always/control.sock"; do
+  "$BIN" $args > "$tmp/ctl.out" 2> "$tmp/ctl.err"
+  rc=$?
+  check "${args//$tmp\/always\//}: the daemon's stat (rc $rc, $(head -1 "$tmp/ctl.err"))" \
+    '[ $rc -eq 0 ] && grep -q "^entries:" "$tmp/ctl.out"'
+done
 kill -TERM $pid
 wait $pid
 rc=$?

@@ -39,7 +39,11 @@ smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_byt
   s.wakeup_bytes = ring_bytes / 4;
   s.verify_every = c.verify_every;
   s.trace_records = c.trace;
-  s.filter_tgid = c.filter_pid;
+  if (c.filter_pids.size() > SMT_MAX_PIDS)
+    throw Error("--pid: " + std::to_string(c.filter_pids.size()) + " processes, at most " +
+                std::to_string(SMT_MAX_PIDS) + " can be traced at once");
+  s.filter_tgid_nr = static_cast<uint32_t>(c.filter_pids.size());
+  std::copy(c.filter_pids.begin(), c.filter_pids.end(), s.filter_tgid);
   s.filter_cpu = c.filter_cpu;
   s.min_block_ns = c.offcpu ? c.offcpu->min_block_ns : 0;
   s.next_pid_offset = c.offcpu ? c.offcpu->next_pid_offset : 0;

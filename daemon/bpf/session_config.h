@@ -35,7 +35,8 @@ struct TableConfig {
   std::vector<FunctionTarget> functions;  // fentry, one program per function
   uint32_t profile_hz = 0;                // CPU sampling on every online CPU; 0 = off
   bool trace = false;                     // richer records for the per-event trace
-  uint32_t filter_pid = 0;                // only this process (tgid); 0 = all
+  std::vector<uint32_t>
+      filter_pids;  // only these processes (tgids), at most SMT_MAX_PIDS; none = all
   uint32_t filter_cpu = SMT_ANY_CPU;
   uint32_t bits = SMT_DEFAULT_BITS;
   uint32_t ringbuf_bytes = 1u << 20;  // power of two

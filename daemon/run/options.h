@@ -23,7 +23,7 @@ struct SessionOptions {
   std::vector<std::string> events;     // CATEGORY:NAME
   std::vector<std::string> functions;  // fentry globs, resolved later: foreground only
   uint32_t profile_hz = 0;             // foreground only
-  uint32_t pid = 0;                    // foreground only
+  std::vector<std::string> pids;       // --pid as given (lists): foreground only
   std::optional<uint32_t> cpu;         // foreground only
   long bits = SMT_DEFAULT_BITS;
   uint32_t ringbuf_kb = 1024;

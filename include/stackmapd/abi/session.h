@@ -24,6 +24,11 @@ struct smt_text_range {
 	__u64 end;
 };
 
+/* --pid: the processes one session can keep. The event path compares the
+ * current tgid with each in turn, before it takes the stack; the verifier
+ * reads how many from frozen .rodata and keeps only those compares. */
+#define SMT_MAX_PIDS 64
+
 /* Settings fixed for a session: .rodata of the daemon's own object (so the
  * verifier prunes what is off), a one-entry array the daemon writes before
  * attaching in the bpfloader object, which has no global data. */
@@ -31,11 +36,11 @@ struct smt_config {
 	__u64 wakeup_bytes; /* ring-buffer fill that wakes the daemon early */
 	__u64 min_block_ns; /* --offcpu: shorter blocks are not events */
 	__u32 table_bits;
-	__u32 verify_every;  /* --verify N: 1 in N events also sends its frames */
-	__u32 trace_records; /* --trace: events go in trace buffers (smt_trace_buf) */
-	__u32 filter_tgid;   /* --pid; 0 = every process */
-	__u32 filter_cpu;    /* --cpu; SMT_ANY_CPU = every CPU */
-	__u32 fentry_source; /* source index of an fentry copy (one per function) */
+	__u32 verify_every;   /* --verify N: 1 in N events also sends its frames */
+	__u32 trace_records;  /* --trace: events go in trace buffers (smt_trace_buf) */
+	__u32 filter_tgid_nr; /* --pid: how many of filter_tgid; 0 = every process */
+	__u32 filter_cpu;     /* --cpu; SMT_ANY_CPU = every CPU */
+	__u32 fentry_source;  /* source index of an fentry copy (one per function) */
 	/* --offcpu: offsets of sched_switch's next_pid and prev_state fields */
 	__u16 next_pid_offset;
 	__u16 prev_state_offset;
@@ -44,6 +49,7 @@ struct smt_config {
 	__u32 strip_nr;
 	__u32 user_stacks; /* --user-stacks: capture user stacks too */
 	__u32 reserved;
+	__u32 filter_tgid[SMT_MAX_PIDS];
 	struct smt_text_range strip[SMT_MAX_STRIP];
 };
 
@@ -98,6 +104,7 @@ struct smt_offcpu_start {
 #define SMT_ANY_CPU 0xffffffffU
 
 SMT_STATIC_ASSERT(sizeof(struct smt_offcpu_start) == 48, "offcpu layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_config) == 64 + 16 * SMT_MAX_STRIP, "config layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_config) == 64 + 4 * SMT_MAX_PIDS + 16 * SMT_MAX_STRIP,
+		  "config layout");
 
 #endif /* STACKMAPD_ABI_SESSION_H */
