@@ -16,3 +16,8 @@ apt-get install -y -qq --no-install-recommends \
 apt-get install -y -qq --no-install-recommends stress-ng > /dev/null
 # The real consumers of /metrics and --metrics-textfile, for tests/http_test.sh.
 apt-get install -y -qq --no-install-recommends prometheus prometheus-node-exporter > /dev/null
+# The browser test of the live page (tests/page_test.sh): node and npm, which
+# installs puppeteer-core into the build directory. A node from elsewhere
+# (NodeSource) brings its own npm, which Debian's npm package would conflict with.
+apt-get install -y -qq --no-install-recommends nodejs > /dev/null
+command -v npm > /dev/null || apt-get install -y -qq --no-install-recommends npm > /dev/null

@@ -1,32 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 // The live page (GET /): one self-contained HTML document, no external
-// assets. The counters and the top stacks with their breakdown are plain
-// HTML tables, readable without JavaScript; the flame graph is the SVG the
-// exports draw (flamegraph.h), embedded as a data: object so that its own
-// script (click to zoom) runs on its own document. The page reloads itself
-// every `refresh_seconds` (a meta refresh, no script).
+// assets (its script and style sheet are embedded, page_assets.h). Two
+// tabs: the flame graph (or icicle) with a table of functions, which the
+// script draws from /flame.json (flame_json.h) and updates in place every
+// `refresh_seconds`; and the counters, which are in the HTML itself, so the
+// page reads without JavaScript too (both panels then show).
 #pragma once
 
-#include <cstddef>
 #include <string>
 
-#include "daemon/model/snapshot.h"
-
-namespace stackmapd {
-class Kallsyms;
-}
+#include "daemon/model/table_stats.h"
 
 namespace stackmapd::http {
 
 struct PageOptions {
   std::string host;         // the machine's name, for the title
-  int refresh_seconds = 5;  // 0: no reload
-  size_t top = 20;          // stacks in the table
-  // false: frames that do not resolve show as "[unknown]", not as the raw
-  // address (which defeats KASLR), for a listener any local user can reach.
-  bool addresses = true;
+  int refresh_seconds = 5;  // between updates of the data; 0: none
 };
 
-std::string render_page(const Snapshot& snap, const Kallsyms* ksyms, const PageOptions& opt);
+std::string render_page(const TableStats& stats, const PageOptions& opt);
 
 }  // namespace stackmapd::http

@@ -10,6 +10,7 @@
 
 #include "daemon/bpf/bpf_session.h"
 #include "daemon/export/output_plan.h"
+#include "daemon/http/flame_json.h"
 #include "daemon/http/page.h"
 #include "daemon/symbols/kallsyms.h"
 
@@ -74,10 +75,13 @@ HttpEndpoints::HttpEndpoints(EventLoop& loop, const ListenAddress& address, gid_
               return output_spec(OutputKind::json).render(ctx);
             };
           },
-          std::chrono::seconds(1)) {}
+          std::chrono::seconds(1)) {
+  history_timer_ = loop_.every(kHistoryPeriod, [this] { record_history(); });
+}
 
 HttpEndpoints::~HttpEndpoints() {
   for (const auto& [key, timer] : profiles_) loop_.cancel(timer);
+  loop_.cancel(history_timer_);
 }
 
 void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond& respond) {
@@ -89,19 +93,26 @@ void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond
     }
     if (req.path == "/stack_map.json") return stack_map_json(respond);
     if (req.path == "/debug/pprof/stackmapd") return profile(req, respond);
+    if (req.path == "/flame.json") return flame_json(req, respond);
     if (req.path == "/") {
       http::PageOptions opt;
       opt.host = host_name();
       opt.refresh_seconds = source_.refresh_seconds();
-      if (auto r = http::query_param(req.query, "refresh"))
-        opt.refresh_seconds = std::atoi(r->c_str());
-      opt.addresses = addresses_;
-      return respond(ok("text/html; charset=utf-8",
-                        http::render_page(source_.cut().finish(), source_.symbols().get(), opt)));
+      if (auto r = http::query_param(req.query, "refresh")) {
+        char* end = nullptr;
+        const long v = std::strtol(r->c_str(), &end, 10);
+        if (r->empty() || *end != '\0' || v < 0 || v > 3600)
+          return respond(http::error_response(
+              400, "refresh= takes 0 (no updates) to 3600 seconds between updates"));
+        opt.refresh_seconds = static_cast<int>(v);
+      }
+      // The counters only: no snapshot of the stacks on the loop.
+      return respond(
+          ok("text/html; charset=utf-8", http::render_page(source_.metrics().stats, opt)));
     }
     respond(http::error_response(
         404, "no such endpoint " + req.path +
-                 ": try /, /metrics, /stack_map.json or /debug/pprof/stackmapd"));
+                 ": try /, /flame.json, /metrics, /stack_map.json or /debug/pprof/stackmapd"));
   } catch (const std::exception& e) {
     respond(http::error_response(500, e.what()));
   }

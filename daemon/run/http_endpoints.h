@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 // The service's HTTP endpoints (--listen) over daemon/http/server.h:
 //   GET /                the live page (daemon/http/page.h)
+//   GET /flame.json?window=all|10m|1m&key=FIELD&value=V
+//                        the page's data (daemon/http/flame_json.h): the call
+//                        tree since start or over a window of the history
+//                        (window_history.h), of one --by value if asked
 //   GET /metrics         Prometheus text (daemon/http/metrics.h)
 //   GET /stack_map.json  the JSON export, current
 //   GET /debug/pprof/stackmapd?seconds=N
@@ -30,6 +34,7 @@
 #include "daemon/model/snapshot_cut.h"
 #include "daemon/run/background.h"
 #include "daemon/run/shared_export.h"
+#include "daemon/run/window_history.h"
 #include "daemon/sys/event_loop.h"
 #include "daemon/sys/listen_address.h"
 
@@ -64,6 +69,11 @@ class HttpEndpoints {
   // Retry-After. Well below a peer's slots (http::Server::Limits): the rest
   // stay for /metrics and the page.
   static constexpr size_t kMaxJsonInFlight = 8;
+  static constexpr size_t kMaxFlameInFlight = 8;  // /flame.json, likewise
+  // The windows' history: a snapshot this often (its cut on the loop, the
+  // rest on the worker); a /flame.json reuses one this young.
+  static constexpr std::chrono::seconds kHistoryPeriod{10};
+  static constexpr std::chrono::seconds kSnapshotFresh{1};
 
   const ListenAddress& address() const { return server_.address(); }
 
@@ -71,16 +81,23 @@ class HttpEndpoints {
   void handle(const http::Request& req, const http::Server::Respond& respond);
   void profile(const http::Request& req, const http::Server::Respond& respond);
   void stack_map_json(const http::Server::Respond& respond);
+  void flame_json(const http::Request& req, const http::Server::Respond& respond);
+  void record_history();
 
   EventLoop& loop_;
   Source source_;
   std::map<uint64_t, EventLoop::Id> profiles_;  // recording: their timers
   uint64_t next_profile_ = 1;
-  bool addresses_;             // raw addresses may be served: a unix socket
-  size_t json_in_flight_ = 0;  // their leases (http::Response::lease) count it; before server_
+  bool addresses_;              // raw addresses may be served: a unix socket
+  size_t json_in_flight_ = 0;   // their leases (http::Response::lease) count it; before server_
+  size_t flame_in_flight_ = 0;  // likewise
   http::Server server_;
   Background worker_;  // formats the JSON; joined last (its done()s run only in a turn)
   SharedExport json_;
+  WindowHistory history_;
+  WindowHistory::Snap latest_;  // the newest snapshot finished, and when its cut was taken
+  WindowHistory::Clock::time_point latest_at_;
+  EventLoop::Id history_timer_ = 0;
 };
 
 // The metrics of `session` now (drain it first), with this process' own.

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: GPL-2.0
+// The live page's data (GET /flame.json): one snapshot (or a window's delta)
+// as the merged call tree the page draws, small enough to fetch every few
+// seconds: frame names once in a table, each node [name, value, children].
+//   {"unit": "events", "total": N, "window": "...", "seconds": S,
+//    "keys": {"comm": [["bash", 812], ...], ...},   the --by values present
+//    "counters": [["entries", "12 / 16384"], ...],  stack_map_stat's lines
+//    "names": ["all", "schedule", ...], "tree": [0, N, [[1, 7, []], ...]]}
+// Children are ordered by name, so a frame keeps its place across updates.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "daemon/export/frame_names.h"
+#include "daemon/model/snapshot.h"
+
+namespace stackmapd::http {
+
+// Only the events of one --by value: `field`'s value as a flame graph
+// frame reads it ("bash", "pid 812", "/system.slice/ssh.service").
+struct FlameFilter {
+  std::optional<KeyField> field;
+  std::string value;
+};
+
+// The filter a query asks for (key=FIELD&value=V), or why it cannot be had
+// in one line: an unknown field, or one the daemon was not started --by.
+std::optional<std::string> parse_flame_filter(std::string_view query, const KeySpec& keys,
+                                              FlameFilter& out);
+
+struct FlameJsonOptions {
+  FlameFilter filter;
+  bool addresses = true;  // false: an unresolved frame reads "[unknown]"
+  std::string window = "since start";
+  double seconds = 0;      // the window's length as measured; 0: unknown
+  size_t key_values = 50;  // per --by field, the most frequent
+};
+
+std::string flame_json(const Snapshot& snap, const FrameNames& names, const FlameJsonOptions& opt);
+
+// `s` as a JSON string literal, quoted, any bytes made valid UTF-8 first.
+void append_json_string(std::string& out, std::string_view s);
+
+}  // namespace stackmapd::http

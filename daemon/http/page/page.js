@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: GPL-2.0
+// The live page's script: draws /flame.json as a flame graph (or icicle) and
+// a table of functions, and fetches it again every few seconds, in place:
+// the zoom (a path of names from the root), the search, the sort, the
+// filter and the window are the page's state, applied to each new tree.
+'use strict';
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const body = document.body;
+  const refresh = Number(body.dataset.refresh) || 0;
+  const rowHeight = 17;
+  const state = { zoom: [], icicle: false, sort: 'self', desc: true, data: null, root: null, updates: 0 };
+  body.classList.add('js');
+
+  // Tabs: the hash names the one shown; no navigation.
+  function showTab() {
+    const tab = location.hash === '#counters' ? 'counters' : 'flame';
+    body.dataset.tab = tab;
+    for (const a of document.querySelectorAll('#tabs a')) a.classList.toggle('active', a.dataset.tab === tab);
+  }
+  window.addEventListener('hashchange', showTab);
+  showTab();
+
+  // The tree as objects: [name, value, children] with absolute offsets.
+  function build(data) {
+    const names = data.names;
+    function node(t, parent, x, depth) {
+      const n = { name: names[t[0]], value: t[1], parent, x, depth, children: [] };
+      let cx = x;
+      for (const c of t[2]) {
+        const child = node(c, n, cx, depth + 1);
+        n.children.push(child);
+        cx += child.value;
+      }
+      return n;
+    }
+    return node(data.tree, null, 0, 0);
+  }
+
+  function pathOf(n) {
+    const p = [];
+    for (; n && n.parent; n = n.parent) p.unshift(n.name);
+    return p;
+  }
+  function find(root, path) {
+    let n = root;
+    for (const name of path) {
+      n = n.children.find((c) => c.name === name);
+      if (!n) return null;
+    }
+    return n;
+  }
+
+  function searchRegex() {
+    const q = $('search').value;
+    if (!q) return null;
+    try {
+      return new RegExp(q, 'i');
+    } catch (e) {
+      return new RegExp(q.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'i');
+    }
+  }
+
+  function hue(name) {
+    let h = 0;
+    for (let i = 0; i < name.length; ++i) h = (h * 31 + name.charCodeAt(i)) >>> 0;
+    return h;
+  }
+  function color(name) {
+    const h = hue(name);
+    return 'rgb(' + (205 + (h % 50)) + ',' + (80 + ((h >> 8) % 130)) + ',' + (30 + ((h >> 16) % 50)) + ')';
+  }
+
+  function pct(part, whole) {
+    return whole ? ((100 * part) / whole).toFixed(2) + '%' : '0%';
+  }
+
+  function draw() {
+    const root = state.root;
+    const graph = $('graph');
+    if (!root) return;
+    let zoom = find(root, state.zoom);
+    if (!zoom) {
+      state.zoom = [];
+      zoom = root;
+    }
+    const re = searchRegex();
+    const width = graph.clientWidth || 1000;
+    const unit = state.data.unit;
+    const frames = [];
+    let maxDepth = 0;
+    // The zoomed frame's ancestors span the whole width, its subtree scales to it.
+    for (let a = zoom.parent; a; a = a.parent) frames.push({ n: a, left: 0, w: width, dim: true });
+    (function visit(n) {
+      const w = zoom.value ? (n.value / zoom.value) * width : 0;
+      if (w < 0.5 || frames.length > 8000) return;
+      frames.push({ n, left: ((n.x - zoom.x) / zoom.value) * width, w });
+      maxDepth = Math.max(maxDepth, n.depth);
+      for (const c of n.children) visit(c);
+    })(zoom);
+    const out = document.createDocumentFragment();
+    for (const f of frames) {
+      const d = document.createElement('div');
+      d.className = 'frame' + (f.dim ? ' dim' : '') + (re && re.test(f.n.name) ? ' match' : '');
+      const top = state.icicle ? f.n.depth : maxDepth - f.n.depth;
+      d.style.cssText = 'left:' + f.left.toFixed(1) + 'px;width:' + Math.max(f.w - 1, 0.5).toFixed(1) +
+        'px;top:' + top * rowHeight + 'px';
+      if (!d.classList.contains('match')) d.style.background = color(f.n.name);
+      d.textContent = f.w > 30 ? f.n.name : '';
+      d.title = f.n.name + ' (' + f.n.value + ' ' + unit + ', ' + pct(f.n.value, root.value) + ')';
+      d.dataset.name = f.n.name;
+      d.onclick = () => {
+        state.zoom = pathOf(f.n);
+        draw();
+      };
+      out.appendChild(d);
+    }
+    graph.replaceChildren(out);
+    graph.style.height = (maxDepth + 1) * rowHeight + 'px';
+    graph.dataset.zoom = zoom.name;
+    $('reset').disabled = zoom === root;
+    // Matched: the frames that match, not counted again under a match.
+    if (re) {
+      let matched = 0;
+      (function visit(n) {
+        if (n.parent && re.test(n.name)) matched += n.value;
+        else n.children.forEach(visit);
+      })(root);
+      $('matched').textContent = 'matched ' + pct(matched, root.value);
+    } else {
+      $('matched').textContent = '';
+    }
+  }
+
+  // Self and total per function; total counts a function once per path.
+  function functions(root) {
+    const fns = new Map();
+    const onPath = new Map();
+    (function visit(n) {
+      let f = fns.get(n.name);
+      if (!f) fns.set(n.name, (f = { name: n.name, self: 0, total: 0 }));
+      let self = n.value;
+      for (const c of n.children) self -= c.value;
+      f.self += self;
+      const seen = onPath.get(n.name) || 0;
+      if (!seen) f.total += n.value;
+      onPath.set(n.name, seen + 1);
+      n.children.forEach(visit);
+      onPath.set(n.name, seen);
+    })(root);
+    fns.delete('all');
+    return [...fns.values()];
+  }
+
+  function table() {
+    const root = state.root;
+    if (!root) return;
+    const rows = functions(root);
+    const k = state.sort;
+    // Ties (many functions have no self time) by total, then by name.
+    const by = (a, b) => (k === 'name' ? a.name.localeCompare(b.name) : a[k] - b[k]) * (state.desc ? -1 : 1);
+    rows.sort((a, b) => by(a, b) || b.total - a.total || a.name.localeCompare(b.name));
+    const tbody = document.querySelector('#functions tbody');
+    const out = document.createDocumentFragment();
+    for (const r of rows.slice(0, 200)) {
+      const tr = document.createElement('tr');
+      for (const v of [r.name, r.self + ' (' + pct(r.self, root.value) + ')', r.total + ' (' + pct(r.total, root.value) + ')']) {
+        const td = document.createElement('td');
+        td.textContent = v;
+        tr.appendChild(td);
+      }
+      tr.onclick = () => {
+        $('search').value = '^' + r.name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
+        draw();
+      };
+      out.appendChild(tr);
+    }
+    tbody.replaceChildren(out);
+    for (const th of document.querySelectorAll('#functions th'))
+      th.className = th.dataset.sort === k ? (state.desc ? 'desc' : 'asc') : '';
+  }
+
+  function options(select, values, keep) {
+    const cur = select.value;
+    select.replaceChildren();
+    for (const [value, label] of values) select.add(new Option(label, value));
+    if (keep && cur && ![...select.options].some((o) => o.value === cur)) select.add(new Option(cur, cur));
+    select.value = cur;
+  }
+
+  function filters(data) {
+    const keys = Object.keys(data.keys);
+    $('filter').hidden = keys.length === 0;
+    options($('key'), [['', 'everything']].concat(keys.map((k) => [k, k])), false);
+    const key = $('key').value;
+    options($('value'), key ? data.keys[key].map(([v, n]) => [v, v + ' (' + n + ')']) : [], true);
+    $('value').hidden = !key;
+  }
+
+  function counters(data) {
+    const tbody = $('counters-table').tBodies[0];
+    const out = document.createDocumentFragment();
+    for (const [name, value] of data.counters) {
+      const tr = out.appendChild(document.createElement('tr'));
+      tr.appendChild(document.createElement('th')).textContent = name;
+      tr.appendChild(document.createElement('td')).textContent = value;
+    }
+    tbody.replaceChildren(out);
+  }
+
+  function query() {
+    const q = new URLSearchParams({ window: $('window').value });
+    if ($('key').value && $('value').value) {
+      q.set('key', $('key').value);
+      q.set('value', $('value').value);
+    }
+    return q.toString();
+  }
+
+  let timer = 0;
+  let pending = false;
+  let again = false; // asked for while one was in flight: its query may be stale
+  async function update() {
+    clearTimeout(timer);
+    if (pending) {
+      again = true;
+      return;
+    }
+    pending = true;
+    try {
+      const q = query();
+      const r = await fetch('/flame.json?' + q, { cache: 'no-store' });
+      const text = await r.text();
+      if (!r.ok) throw new Error(text.trim());
+      const data = JSON.parse(text);
+      state.data = data;
+      state.root = build(data);
+      filters(data);
+      counters(data);
+      draw();
+      table();
+      state.updates += 1;
+      $('graph').dataset.updates = state.updates;
+      $('graph').dataset.query = q; // what the graph shows, for a test to wait on
+      const span = data.seconds ? ' (' + data.seconds + ' s)' : '';
+      $('status').textContent = data.total + ' ' + data.unit + ', ' + data.window + span +
+        ', updated ' + new Date().toLocaleTimeString();
+      $('status').classList.remove('error');
+    } catch (e) {
+      $('status').textContent = 'update failed: ' + e.message;
+      $('status').classList.add('error');
+    } finally {
+      pending = false;
+      if (again) timer = setTimeout(update, 0);
+      else if (refresh > 0) timer = setTimeout(update, refresh * 1000);
+      again = false;
+    }
+  }
+
+  $('search').addEventListener('input', draw);
+  $('window').addEventListener('change', update);
+  $('key').addEventListener('change', () => {
+    $('value').value = '';
+    if (state.data) filters(state.data);
+    update();
+  });
+  $('value').addEventListener('change', update);
+  $('reset').addEventListener('click', () => {
+    state.zoom = [];
+    draw();
+  });
+  $('layout').addEventListener('click', () => {
+    state.icicle = !state.icicle;
+    $('layout').textContent = state.icicle ? 'flame graph' : 'icicle';
+    draw();
+  });
+  for (const th of document.querySelectorAll('#functions th'))
+    th.addEventListener('click', () => {
+      state.desc = state.sort === th.dataset.sort ? !state.desc : th.dataset.sort !== 'name';
+      state.sort = th.dataset.sort;
+      table();
+    });
+  window.addEventListener('resize', draw);
+  update();
+})();

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: GPL-2.0
+// The live page's data (daemon/http/flame_json.h): the merged tree, the
+// filter by a --by value and its errors, names of any bytes as valid JSON;
+// and the windows' history (daemon/run/window_history.h): which snapshot a
+// window starts from and what is kept.
+#include "daemon/http/flame_json.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/export/pprof.h"
+#include "daemon/run/window_history.h"
+#include "daemon/symbols/kallsyms.h"
+
+namespace stackmapd {
+namespace {
+
+using nlohmann::json;
+
+Kallsyms symbols() {
+  return Kallsyms::parse(
+      "ffffffff81000000 T entry\nffffffff81000100 T alloc\nffffffff81000200 T free_one\n"
+      "ffffffff81000300 T end\n");
+}
+
+KeyCount key(std::string comm, uint32_t pid, uint64_t count) {
+  KeyCount k;
+  k.key.comm = std::move(comm);
+  k.key.pid = pid;
+  k.count = k.weight = count;
+  return k;
+}
+
+// Two stacks under entry: alloc (7 events: bash 5, "\xff<x>" 2), free_one (3, bash).
+Snapshot sample() {
+  Snapshot snap;
+  snap.keys = KeySpec::parse("comm,pid");
+  snap.keys_requested = true;
+  snap.stacks = {{10, 7, {0xffffffff81000110, 0xffffffff81000010}, 7, {}},
+                 {20, 3, {0xffffffff81000210, 0xffffffff81000010}, 3, {}}};
+  snap.stacks[0].by = {key("bash", 1, 5), key("\xff<x>", 2, 2)};
+  snap.stacks[1].by = {key("bash", 1, 3)};
+  intern_callstacks(snap);
+  return snap;
+}
+
+// The tree back as "a;b;c" -> value, with self values only at leaves.
+void paths(const json& d, const json& node, const std::string& prefix,
+           std::map<std::string, uint64_t>& out) {
+  const std::string name = d["names"][node[0].get<size_t>()];
+  const std::string path = prefix.empty() ? name : prefix + ";" + name;
+  out[path] = node[1];
+  for (const json& c : node[2]) paths(d, c, path, out);
+}
+
+json render(const Snapshot& snap, const http::FlameJsonOptions& opt = {}) {
+  const Kallsyms k = symbols();
+  return json::parse(http::flame_json(snap, FrameNames(snap, &k), opt));
+}
+
+TEST(FlameJson, MergedTreeRootFirstWithCountsAndKeys) {
+  const json d = render(sample());
+  EXPECT_EQ(d["total"], 10);
+  EXPECT_EQ(d["unit"], "events");
+  std::map<std::string, uint64_t> p;
+  paths(d, d["tree"], "", p);
+  const std::map<std::string, uint64_t> want = {
+      {"all", 10}, {"all;entry", 10}, {"all;entry;alloc", 7}, {"all;entry;free_one", 3}};
+  EXPECT_EQ(p, want);
+  // The --by values present, the most frequent first; any bytes as valid UTF-8.
+  EXPECT_EQ(d["keys"]["comm"][0], json::array({"bash", 8}));
+  EXPECT_EQ(d["keys"]["comm"][1], json::array({"\\xff<x>", 2}));
+  EXPECT_EQ(d["keys"]["pid"][0][0], "pid 1");
+}
+
+TEST(FlameJson, FilterByOneKeyValue) {
+  http::FlameJsonOptions opt;
+  // The page names a value as the JSON did: "\xff<x>" for the byte 0xff; the byte itself too.
+  ASSERT_FALSE(http::parse_flame_filter("key=comm&value=%5Cxff%3Cx%3E", sample().keys, opt.filter));
+  json d = render(sample(), opt);
+  EXPECT_EQ(d["total"], 2);
+  ASSERT_FALSE(http::parse_flame_filter("key=comm&value=%FF%3Cx%3E", sample().keys, opt.filter));
+  EXPECT_EQ(render(sample(), opt)["total"], 2);
+  ASSERT_FALSE(http::parse_flame_filter("key=pid&value=pid%201", sample().keys, opt.filter));
+  d = render(sample(), opt);
+  EXPECT_EQ(d["total"], 8);
+  std::map<std::string, uint64_t> p;
+  paths(d, d["tree"], "", p);
+  EXPECT_EQ(p["all;entry;free_one"], 3u);
+}
+
+TEST(FlameJson, BadFiltersAreNamed) {
+  http::FlameFilter f;
+  const KeySpec keys = KeySpec::parse("comm,pid");
+  auto e = http::parse_flame_filter("key=colour&value=x", keys, f);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("colour"), std::string::npos) << *e;
+  e = http::parse_flame_filter("key=cgroup&value=x", keys, f);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("--by comm,pid"), std::string::npos) << *e;
+  EXPECT_TRUE(http::parse_flame_filter("key=comm", keys, f));
+  EXPECT_FALSE(http::parse_flame_filter("window=1m", keys, f));
+  EXPECT_FALSE(f.field);
+}
+
+TEST(FlameJson, AnyBytesMakeValidJson) {
+  std::string out;
+  http::append_json_string(out, std::string("a\"\\\n\x01</script>\xc3\xa9\xff", 17));
+  EXPECT_EQ(out, "\"a\\\"\\\\\\u000a\\u0001\\u003c/script\\u003e\xc3\xa9\\\\xff\"");
+  EXPECT_EQ(json::parse(out), "a\"\\\n\x01</script>\xc3\xa9\\xff");
+}
+
+TEST(FlameJson, UnresolvedFramesHideTheirAddressWhenAsked) {
+  Snapshot snap;
+  snap.stacks = {{1, 4, {0xdead}}};
+  intern_callstacks(snap);
+  http::FlameJsonOptions opt;
+  EXPECT_EQ(render(snap, opt)["names"][1], "0xdead");
+  opt.addresses = false;
+  const json d = render(snap, opt);
+  EXPECT_EQ(d["names"][1], "[unknown]");
+  EXPECT_EQ(d.dump().find("0xdead"), std::string::npos);
+}
+
+std::shared_ptr<const Snapshot> counted(uint64_t n) {
+  auto s = std::make_shared<Snapshot>();
+  s->stacks = {{1, n, {0xffffffff81000110}}};
+  intern_callstacks(*s);
+  return s;
+}
+
+TEST(WindowHistory, AWindowStartsAtItsOldestSnapshot) {
+  using namespace std::chrono_literals;
+  WindowHistory h;
+  const auto t0 = WindowHistory::Clock::time_point{} + 1h;
+  for (int i = 0; i <= 12; ++i) h.add(t0 + i * 10s, counted(100 * i));
+  const auto now = t0 + 120s;
+  // The last minute: the snapshot of 60 s ago; its delta is the minute's events.
+  WindowHistory::Base b = h.oldest_within(now, 1min);
+  ASSERT_TRUE(b.snap);
+  EXPECT_EQ(b.at, t0 + 60s);
+  EXPECT_EQ(delta_snapshot(*b.snap, *counted(1200)).stacks.at(0).ref_count, 600u);
+  // Nothing kept that old yet: the oldest there is.
+  EXPECT_EQ(h.oldest_within(now, 10min).at, t0);
+  EXPECT_FALSE(h.oldest_within(now + 10min, 1min).snap);
+}
+
+TEST(WindowHistory, BoundedInTimeAndBytes) {
+  using namespace std::chrono_literals;
+  WindowHistory h;
+  const auto t0 = WindowHistory::Clock::time_point{} + 1h;
+  for (int i = 0; i <= 6 * 30; ++i) h.add(t0 + i * 10s, counted(i));  // 30 minutes
+  // 11 minutes: every 10 s for 70 s, then one a minute.
+  EXPECT_LE(h.size(), 8u + 10u);
+  EXPECT_GE(h.size(), 15u);
+  const auto now = t0 + 30min;
+  EXPECT_LE(now - h.oldest_within(now, 1h).at, 11min);
+  EXPECT_GE(now - h.oldest_within(now, 10min).at, 9min);
+
+  WindowHistory::Limits small;
+  small.max_bytes = 3 * WindowHistory::approx_bytes(*counted(1));
+  WindowHistory tiny(small);
+  for (int i = 0; i < 6; ++i) tiny.add(t0 + i * 10s, counted(i));
+  EXPECT_EQ(tiny.size(), 3u);
+  EXPECT_LE(tiny.bytes(), small.max_bytes);
+}
+
+}  // namespace
+}  // namespace stackmapd
