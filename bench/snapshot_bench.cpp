@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
   const Kallsyms ksyms = Kallsyms::load();
   // Frames drawn from the kernel's own text, so that naming them is real work.
   std::vector<uint64_t> text;
-  for (uint64_t ip = 0xffffffff81000000; ip < 0xffffffff85000000 && text.size() < 4096; ip += 0x1234)
+  for (uint64_t ip = 0xffffffff81000000; ip < 0xffffffff85000000 && text.size() < 4096;
+       ip += 0x1234)
     if (ksyms.lookup(ip)) text.push_back(ip);
   if (text.empty()) {
     fprintf(stderr, "snapshot_bench: no kernel symbols readable (run as root)\n");
@@ -94,8 +95,12 @@ int main(int argc, char** argv) {
   for (uint32_t k = 0; a.user && k < a.keys; ++k) {
     UserStack s{100 + k, false, {}};
     for (uint32_t d = 0; d < a.depth; ++d)
-      s.frames.push_back({0x555500000000 + uint64_t{d} * 64 + k, 0, uint64_t{d} * 64 + k, uint64_t{d} * 64 + k,
-                          {"fn" + std::to_string(d) + "+0x4"}, ""});
+      s.frames.push_back({0x555500000000 + uint64_t{d} * 64 + k,
+                          0,
+                          uint64_t{d} * 64 + k,
+                          uint64_t{d} * 64 + k,
+                          {"fn" + std::to_string(d) + "+0x4"},
+                          ""});
     user.stacks[k] = s;
   }
 
@@ -120,14 +125,16 @@ int main(int argc, char** argv) {
       t = std::chrono::steady_clock::now();
       o.render(ctx);
       const char* name = o.dir_file ? o.dir_file : o.option ? o.option : o.label;
-      ms[std::string("output ") + name + (o.target == OutputSpec::Target::stream ? " (stream)" : "")]
+      ms[std::string("output ") + name +
+         (o.target == OutputSpec::Target::stream ? " (stream)" : "")]
           .push_back(ms_since(t));
     }
   }
   std::ostringstream out;
   out << "{\"stacks\": " << a.stacks << ", \"depth\": " << a.depth << ", \"keys\": " << a.keys
-      << ", \"user\": " << (a.user ? "true" : "false") << ", \"callstacks_per_stack\": "
-      << (a.user ? a.keys : 1) << ", \"frames\": " << text.size() << ", \"ms\": {";
+      << ", \"user\": " << (a.user ? "true" : "false")
+      << ", \"callstacks_per_stack\": " << (a.user ? a.keys : 1) << ", \"frames\": " << text.size()
+      << ", \"ms\": {";
   bool first = true;
   for (auto& [stage, v] : ms) {
     std::sort(v.begin(), v.end());
