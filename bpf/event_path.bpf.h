@@ -166,12 +166,16 @@ static __always_inline void leave_level(__u32 *depth)
 	(*depth)--;
 }
 
-/* --pid: whether the current process is one of the session's. */
+/* --pid: whether the current process is one of the session's. nr is known
+ * to the verifier, which drops the loop for one pid: that costs the one
+ * compare it did before lists. */
 static __always_inline int tgid_wanted(const volatile struct smt_config *cfg, __u32 nr)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	for (__u32 i = 0; i < SMT_MAX_PIDS && i < nr; i++)
+	if (cfg->filter_tgid[0] == tgid)
+		return 1;
+	for (__u32 i = 1; i < SMT_MAX_PIDS && i < nr; i++)
 		if (cfg->filter_tgid[i] == tgid)
 			return 1;
 	return 0;
