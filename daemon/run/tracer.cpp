@@ -10,7 +10,6 @@
 #include "daemon/export/trace_writer.h"
 #include "daemon/run/foreground.h"
 #include "daemon/run/session_setup.h"
-#include "daemon/symbols/kernel_probe.h"
 #include "daemon/symbols/symbol_sources.h"
 #include "daemon/sys/preflight.h"
 
@@ -57,13 +56,13 @@ Snapshot trace(TraceOptions options) {
   if (!options.perfetto_path.empty()) {
     ksyms = load_host_symbols();
     const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
-    perfetto.emplace(options.perfetto_path, kallsyms_namer(ks),
-                     probe_kernel_info_lowering_kptr_restrict(ks));
+    perfetto.emplace(options.perfetto_path, kallsyms_namer(ks));
   }
 
   Foreground foreground;  // before loading: a Ctrl-C meanwhile is kept
   BpfSession session(options.session);
   if (writer) writer->set_sources(session.sources(), events_dir);
+  if (perfetto) perfetto->set_sources(perfetto_sources(session.sources(), options.session));
   if (options.session.trace)
     session.set_trace_sink([&](const smt_trace_record& r, const std::string& comm) {
       if (writer) writer->write(r, comm);
