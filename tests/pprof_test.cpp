@@ -123,6 +123,20 @@ TEST(PprofTest, FollowsPprofsRules) {
   EXPECT_EQ(p.messages(5).size(), 3u);  // functions: the unresolved address has none
 }
 
+// pprof names a location of a mapping that claims functions by the mapping
+// alone when it has none: an unsymbolized profile would be one node.
+TEST(PprofTest, KernelMappingClaimsFunctionsOnlyWhenItsFramesHaveThem) {
+  Profile named(pprof_of(two_stacks()));
+  EXPECT_EQ(varints_of(named.messages(3).at(0), 7), std::vector<uint64_t>{1});
+  Snapshot snap = two_stacks();
+  intern_callstacks(snap);
+  Profile raw(encode_pprof(snap, FrameNames(snap, nullptr), {}));
+  ASSERT_EQ(raw.messages(3).size(), 1u);
+  EXPECT_TRUE(varints_of(raw.messages(3)[0], 7).empty());  // has_functions not written
+  EXPECT_TRUE(raw.messages(5).empty());                    // nor any function
+  EXPECT_EQ(raw.messages(4).size(), 4u);                   // each address its own location
+}
+
 TEST(PprofTest, OneSamplePerStackLeafFirstWithItsCount) {
   Profile p(pprof_of(two_stacks()));
   auto samples = p.messages(2);
@@ -214,6 +228,9 @@ TEST(PprofTest, WeightsAreASecondValueInTheirUnit) {
                                   {"events", "count"}, {"bytes_alloc", "bytes"}}));
   EXPECT_EQ(varints_of(p.messages(2)[0], 2), (std::vector<uint64_t>{5, 640}));
   EXPECT_EQ(p.strings.at(varints_of(p.fields, 14).at(0)), "bytes_alloc");
+  snap.weight_unit = "nr_pages";  // no byte-like name: a count of it
+  EXPECT_EQ(Profile(pprof_of(snap)).sample_types()[1],
+            (std::pair<std::string, std::string>{"nr_pages", "count"}));
   snap.weight_unit = "ns";
   Profile offcpu(pprof_of(snap));
   EXPECT_EQ(offcpu.sample_types()[1],

@@ -58,7 +58,7 @@ void decode(const DecodeOptions& o, std::ostream& out) {
     return;
   }
   FsmbFile file = fsmb_read_file(o.file);
-  std::optional<Kallsyms> ksyms = load_offline_symbols(o.symbols, o.file);
+  std::optional<Kallsyms> ksyms = load_decode_symbols(o.symbols, o.file);
   const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
   // A damaged file's one line (which names the revision) comes after its records instead.
   if (file.damage.empty())

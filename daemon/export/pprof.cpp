@@ -9,6 +9,7 @@
 #include "daemon/export/gzip.h"
 #include "daemon/export/proto_wire.h"
 #include "daemon/export/utf8_text.h"
+#include "daemon/export/weight_unit.h"
 
 namespace stackmapd {
 
@@ -108,13 +109,14 @@ struct Values {
 };
 
 // The weight's sample type: off-CPU time, or a --sum field, in bytes where
-// its name says so (bytes_alloc, len, ...).
+// its name says so (weight_unit.h's rule, as --top and the SVG read it).
 std::pair<std::string, std::string> weight_type(const std::string& unit) {
-  if (unit == "ns") return {"offcpu", "nanoseconds"};
-  const bool bytes = unit.find("byte") != std::string::npos ||
-                     unit.find("len") != std::string::npos ||
-                     unit.find("size") != std::string::npos;
-  return {unit, bytes ? "bytes" : "count"};
+  switch (weight_kind(unit)) {
+    case WeightKind::nanoseconds: return {"offcpu", "nanoseconds"};
+    case WeightKind::bytes: return {unit, "bytes"};
+    case WeightKind::count: break;
+  }
+  return {unit, "count"};
 }
 
 class Encoder {
@@ -226,6 +228,7 @@ class Encoder {
       ProtoWriter line;
       line.varint(pb::kFunctionId, function(name, ""));
       loc.message(pb::kLine, line);
+      kernel_functions_ = true;
     }
     // Written after the samples, field by field: the records of a repeated
     // field may come in any order.
@@ -295,7 +298,10 @@ class Encoder {
     m.varint(pb::kMemoryLimit, shown(max_ip_) + 1);
     m.varint(pb::kFilename, strings_.id("[kernel.kallsyms]"));
     if (!snap_.kernel.build_id.empty()) m.varint(pb::kBuildId, strings_.id(snap_.kernel.build_id));
-    m.varint(pb::kHasFunctions, 1);
+    // Only when its locations carry functions: pprof takes a mapping that
+    // claims them as symbolized and names an unsymbolized location by the
+    // mapping alone, which would merge every frame into one node.
+    if (kernel_functions_) m.varint(pb::kHasFunctions, 1);
     out_.message(pb::kMapping, m);
   }
 
@@ -341,6 +347,7 @@ class Encoder {
   std::map<std::pair<std::string, std::string>, uint64_t> functions_;  // (name, file) -> id
   ProtoWriter locations_out_, functions_out_;
   uint64_t min_ip_ = UINT64_MAX, max_ip_ = 0;
+  bool kernel_functions_ = false;  // a kernel location named its function
 };
 
 }  // namespace

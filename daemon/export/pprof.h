@@ -20,7 +20,8 @@
 //               the innermost with file:line when debug info had it.
 //   Mapping     the kernel ("[kernel.kallsyms]", as perf names it), its
 //               GNU build id (/sys/kernel/notes) so a symbolizer can find
-//               the matching vmlinux later; and one per user binary: its
+//               the matching vmlinux later, has_functions only when its frames
+//               resolved; and one per user binary: its
 //               path, build id, memory_start = file_offset = 0 (so that an
 //               address is a file offset: the same in every process), the
 //               has_* flags from what its frames resolved to.
