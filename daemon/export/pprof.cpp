@@ -2,6 +2,7 @@
 #include "daemon/export/pprof.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <unordered_map>
 
@@ -64,6 +65,12 @@ std::pair<std::string, uint64_t> split_srcline(const std::string& srcline) {
     line = line * 10 + static_cast<uint64_t>(srcline[i] - '0');
   }
   return {srcline.substr(0, colon), line};
+}
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
 }
 
 // Interned strings: index 0 is "", as pprof requires. Every name and path of
@@ -224,12 +231,15 @@ class Encoder {
     loc.varint(pb::kLocId, it->second);
     loc.varint(pb::kLocMappingId, kKernelMappingId);
     loc.varint(pb::kAddress, shown(ip));
-    if (std::string name = names_.function(frame); !name.empty()) {
-      ProtoWriter line;
-      line.varint(pb::kFunctionId, function(name, ""));
-      loc.message(pb::kLine, line);
-      kernel_functions_ = true;
-    }
+    // An address that did not resolve is its own function, named by the
+    // address as the flame graphs name it: pprof's default view drops
+    // addresses and would merge every such location into one node.
+    std::string name = names_.function(frame);
+    kernel_functions_ |= !name.empty();
+    if (name.empty()) name = opt_.address_base ? "_text+" + hex(shown(ip)) : hex(ip);
+    ProtoWriter line;
+    line.varint(pb::kFunctionId, function(name, ""));
+    loc.message(pb::kLine, line);
     // Written after the samples, field by field: the records of a repeated
     // field may come in any order.
     locations_out_.message(pb::kLocation, loc);
@@ -298,9 +308,8 @@ class Encoder {
     m.varint(pb::kMemoryLimit, shown(max_ip_) + 1);
     m.varint(pb::kFilename, strings_.id("[kernel.kallsyms]"));
     if (!snap_.kernel.build_id.empty()) m.varint(pb::kBuildId, strings_.id(snap_.kernel.build_id));
-    // Only when its locations carry functions: pprof takes a mapping that
-    // claims them as symbolized and names an unsymbolized location by the
-    // mapping alone, which would merge every frame into one node.
+    // Only when a symbol table named its frames: a mapping without it is one
+    // a symbolizer may still resolve (by its build id).
     if (kernel_functions_) m.varint(pb::kHasFunctions, 1);
     out_.message(pb::kMapping, m);
   }
