@@ -81,49 +81,42 @@ std::optional<Kallsyms> load_offline_symbols(const OfflineSymbols& from, const s
   return apply_kaslr_slide(std::move(table), read_kernel_info(info_path), info_path, table_source);
 }
 
-std::optional<Kallsyms> load_decode_symbols(const OfflineSymbols& from, const std::string& file) {
+DecodeSymbols load_decode_symbols(const OfflineSymbols& from, const std::string& file) {
   if (!from.kallsyms.empty() || !from.vmlinux.empty()) {
-    std::optional<Kallsyms> table = load_offline_symbols(from, file);
-    spdlog::info("symbols: {}", from.vmlinux.empty() ? "--kallsyms " + from.kallsyms
-                                                     : "--vmlinux " + from.vmlinux);
-    return table;
+    return {load_offline_symbols(from, file),
+            "symbols: " + (from.vmlinux.empty() ? "--kallsyms " + from.kallsyms
+                                                : "--vmlinux " + from.vmlinux)};
   }
   load_offline_symbols(from, file);  // a --kernel-info alone is an error
-  static constexpr const char* kPass = "pass --kallsyms or --vmlinux of the kernel it recorded";
+  const std::string pass = "; pass --kallsyms or --vmlinux of the kernel it recorded";
   const std::string info_path = kernel_info_path(from, file);
   if (info_path.empty()) {
-    spdlog::info("no symbols: no stack_map.kernel beside {} says which boot it is from; {}", file,
-                 kPass);
-    return std::nullopt;
+    return {std::nullopt, "no symbols: no stack_map.kernel beside " + file +
+                              " says which boot it is from" + pass};
   }
   const KernelInfo recorded = read_kernel_info(info_path);
   // The build id alone cannot tell a reboot of the same kernel (another KASLR
   // slide, other modules); _text alone could match by chance on another kernel.
   if (recorded.build_id.empty() || recorded.build_id != running_kernel_build_id()) {
-    spdlog::info("no symbols: {} is from another kernel than the running one ({}); {}", file,
-                 info_path, kPass);
-    return std::nullopt;
+    return {std::nullopt, "no symbols: " + file + " is from another kernel than the running one (" +
+                              info_path + ")" + pass};
   }
   std::optional<Kallsyms> host;
   try {
     host = Kallsyms::load();
   } catch (const Error& e) {
-    spdlog::info("no symbols: {}; {}", e.what(), kPass);
-    return std::nullopt;
+    return {std::nullopt, "no symbols: " + std::string(e.what()) + pass};
   }
   if (host->addresses_hidden()) {
-    spdlog::info("no symbols: /proc/kallsyms shows no addresses (kptr_restrict); {}", kPass);
-    return std::nullopt;
+    return {std::nullopt, "no symbols: /proc/kallsyms shows no addresses (kptr_restrict)" + pass};
   }
   if (recorded.text_address == 0 || recorded.text_address != host->text_address()) {
-    spdlog::info(
-        "no symbols: {} is from another boot of the running kernel ({}: _text {:#x}, "
-        "now {:#x}); {}",
-        file, info_path, recorded.text_address, host->text_address(), kPass);
-    return std::nullopt;
+    return {std::nullopt,
+            fmt::format("no symbols: {} is from another boot of the running kernel "
+                        "({}: _text {:#x}, now {:#x}){}",
+                        file, info_path, recorded.text_address, host->text_address(), pass)};
   }
-  spdlog::info("symbols: the running kernel (same boot as {})", file);
-  return host;
+  return {std::move(host), "symbols: the running kernel (same boot as " + file + ")"};
 }
 
 }  // namespace stackmapd
