@@ -54,11 +54,11 @@ struct TraceArgs : SessionOptions {
 
 // The BPF path, or the kernel's own stack map in tracefs (the companion
 // patch series) where BPF cannot be used: same exports either way.
-Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt) {
+Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt, Recording* recording) {
   bool tracefs = args.backend == "tracefs";
   if (!args.pinned.empty()) {
     if (tracefs) throw Error("--pinned uses BPF programs: drop --backend tracefs");
-    return trace(opt);
+    return trace(opt, recording);
   }
   if (args.backend == "auto") {
     try {
@@ -70,7 +70,7 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt) {
       tracefs = true;
     }
   }
-  if (!tracefs) return trace(opt);
+  if (!tracefs) return trace(opt, recording);
   if (!args.functions.empty() || args.profile_hz || !args.trace.empty() || !args.perfetto.empty() ||
       args.verify || !args.by.empty() || !args.sum.empty() || args.offcpu || !args.pids.empty() ||
       args.cpu)
@@ -142,9 +142,12 @@ int run_trace(const TraceArgs& args) {
   if (!opt.duration_s && args.top) opt.duration_s = 5.0;
   if (!args.output.empty()) prepare_output_dir(args.output);
 
-  const auto started = std::chrono::system_clock::now();
-  Snapshot snap = run_backend(args, opt);
-  const auto ended = std::chrono::system_clock::now();
+  // The BPF backend narrows this to the time it recorded (loading and
+  // symbolizing are no part of pprof's duration); tracefs keeps the whole run.
+  Recording recording{std::chrono::system_clock::now(), {}};
+  Snapshot snap = run_backend(args, opt, &recording);
+  if (recording.end == std::chrono::system_clock::time_point{})
+    recording.end = std::chrono::system_clock::now();
   std::optional<Kallsyms> ksyms = load_host_symbols();
   const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
   snap.kernel = probe_kernel_info_lowering_kptr_restrict(ks);
@@ -152,8 +155,8 @@ int run_trace(const TraceArgs& args) {
   ctx.title = flame_title(args);
   ctx.top = args.top.value_or(0);
   ctx.pprof.profile_hz = args.profile_hz;
-  ctx.pprof.time_nanos = std::chrono::nanoseconds(started.time_since_epoch()).count();
-  ctx.pprof.duration_nanos = std::chrono::nanoseconds(ended - started).count();
+  ctx.pprof.time_nanos = std::chrono::nanoseconds(recording.start.time_since_epoch()).count();
+  ctx.pprof.duration_nanos = std::chrono::nanoseconds(recording.end - recording.start).count();
   // The session is over and cannot be had again: an output that fails (a full
   // disk) is said in one line, the others are still written, and the exit says so.
   bool failed = false;

@@ -65,9 +65,9 @@ TEST(Breakdown, KeyFramesMergeCommAndPidAsPsPrintsThem) {
 
 TEST(Breakdown, WeightedTopRanksBySumAndShowsCountsAndKeys) {
   const std::string top = top_of(weighted_snapshot(), 2);
-  EXPECT_NE(top.find("12 events (8272 bytes_alloc), 2 unique stacks; top 2:"), std::string::npos)
+  EXPECT_NE(top.find("12 events (8.1 KiB bytes_alloc), 2 unique stacks; top 2:"), std::string::npos)
       << top;
-  const size_t first = top.find("#1 stack_id 9: 2 events (16.67%), 8192 bytes_alloc (99.03%)");
+  const size_t first = top.find("#1 stack_id 9: 2 events (16.67%), 8.0 KiB bytes_alloc (99.03%)");
   const size_t second = top.find("#2 stack_id 3: 10 events (83.33%), 80 bytes_alloc");
   ASSERT_NE(first, std::string::npos) << top;
   ASSERT_NE(second, std::string::npos) << top;
@@ -76,7 +76,7 @@ TEST(Breakdown, WeightedTopRanksBySumAndShowsCountsAndKeys) {
       << top;
   EXPECT_NE(top.find("    cat[200]            4 events, 32 bytes_alloc\n"), std::string::npos)
       << top;
-  EXPECT_NE(top.find("    [other]            2 events, 8192 bytes_alloc\n"), std::string::npos)
+  EXPECT_NE(top.find("    [other]            2 events, 8.0 KiB bytes_alloc\n"), std::string::npos)
       << top;
 }
 
@@ -87,7 +87,19 @@ TEST(Breakdown, TopZeroMeansEveryStack) {
 
 TEST(Breakdown, OffCpuNanosecondsReadAsMilliseconds) {
   EXPECT_EQ(format_weight(1500000, "ns"), "1.500 ms off-CPU");
-  EXPECT_EQ(format_weight(4096, "bytes_alloc"), "4096 bytes_alloc");
+  EXPECT_EQ(weight_kind("ns"), WeightKind::nanoseconds);
+}
+
+// One rule (weight_unit.h) for --top, the SVG and pprof's sample type.
+TEST(Breakdown, BytesReadInBinaryUnitsWithTheirFieldsName) {
+  EXPECT_EQ(format_weight(512, "bytes_alloc"), "512 bytes_alloc");
+  EXPECT_EQ(format_weight(4096, "bytes_alloc"), "4.0 KiB bytes_alloc");
+  EXPECT_EQ(format_weight(12897485, "bytes_alloc"), "12.3 MiB bytes_alloc");
+  EXPECT_EQ(format_weight(3ull << 30, "len"), "3.0 GiB len");
+  EXPECT_EQ(format_weight(1536, "size"), "1.5 KiB size");
+  EXPECT_EQ(weight_kind("bytes_req"), WeightKind::bytes);
+  EXPECT_EQ(format_weight(4096, "nr_pages"), "4096 nr_pages");  // a count stays whole
+  EXPECT_EQ(weight_kind("nr_pages"), WeightKind::count);
 }
 
 TEST(Breakdown, FlameStacksRootAtTheKeysAndCountByWeight) {

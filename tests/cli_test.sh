@@ -59,9 +59,16 @@ check "FSMB header: magic, version 2, nr_stacks = entries, reserved 0 ($header)"
 rc=$?
 check "stackmap_dump.py parses our file" '[ $rc -eq 0 ]'
 check "stackmap_dump.py counts $entries stacks" 'grep -qx "Total: $entries unique stacks" "$tmp/rfc.err"'
-"$BIN" decode "$out/stack_map_bin" > "$tmp/ours.txt" 2> "$tmp/decode.err"
+# Alone, without the stack_map.kernel that says which boot it is from: raw frames.
+mkdir "$tmp/alone" && cp "$out/stack_map_bin" "$tmp/alone/"
+"$BIN" decode "$tmp/alone/stack_map_bin" > "$tmp/ours.txt" 2> "$tmp/decode.err"
 check "decode = stackmap_dump.py, line for line" 'cmp -s "$tmp/rfc.txt" "$tmp/ours.txt"'
 check "decode says which revision it read" 'grep -q "FSMB v2" "$tmp/decode.err"'
+check "decode says it has no symbols and what to pass" 'grep -q "no symbols: .*pass --kallsyms" "$tmp/decode.err"'
+# Beside its stack_map.kernel of this boot: the running kernel's symbols.
+"$BIN" decode "$out/stack_map_bin" > "$tmp/same_boot.txt" 2> "$tmp/same_boot.err"
+check "decode on the same boot = the stack_map export" 'cmp -s "$tmp/same_boot.txt" "$out/stack_map"'
+check "decode says it used the running kernel" 'grep -q "symbols: the running kernel (same boot as" "$tmp/same_boot.err"'
 "$BIN" decode "$out/stack_map_bin" --kallsyms /proc/kallsyms > "$tmp/sym.txt" 2>/dev/null
 check "decode --kallsyms = the stack_map export" 'cmp -s "$tmp/sym.txt" "$out/stack_map"'
 

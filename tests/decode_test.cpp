@@ -15,6 +15,7 @@
 
 #include "daemon/export/exports.h"
 #include "daemon/model/fsmb.h"
+#include "daemon/symbols/kernel_probe.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -185,6 +186,35 @@ TEST_F(Decode, UnrecordedTextMeansNoSlide) {
   o.symbols.kallsyms = kKallsyms;
   write(dir_ + "/stack_map.kernel", "release r\nbuild_id -\ntext 0x0\n");
   EXPECT_NE(decode_to_string(o).find("[0] schedule+0x48/0xc0\n"), std::string::npos);
+}
+
+// A file recorded on this very boot (its stack_map.kernel has the running
+// kernel's build id and _text) is symbolized from /proc/kallsyms; one from
+// another boot or kernel stays raw. Runs on the real kernel, as root.
+TEST_F(Decode, SameBootAsTheRunningKernelSymbolizesFromIt) {
+  const Kallsyms host = Kallsyms::load();
+  const std::string build_id = running_kernel_build_id();
+  if (host.addresses_hidden() || build_id.empty() || !host.text_address())
+    GTEST_SKIP() << "needs root and a kernel with a build id";
+  const auto schedule = host.ranges_of([](std::string_view n) { return n == "schedule"; });
+  ASSERT_FALSE(schedule.empty());
+  const uint64_t ip = schedule[0].start + 0x10;
+  write(dir_ + "/stack_map_bin", fsmb_encode({{5, 3, {ip}}}));
+  DecodeOptions o;
+  o.file = dir_ + "/stack_map_bin";
+  const auto kernel_file = [&](const std::string& id, uint64_t text) {
+    write(dir_ + "/stack_map.kernel", "release r\nbuild_id " + id + "\ntext 0x" +
+                                          (std::ostringstream() << std::hex << text).str() + "\n");
+  };
+  kernel_file(build_id, host.text_address());
+  EXPECT_NE(decode_to_string(o).find("[0] schedule+0x10/"), std::string::npos);
+  const std::string raw = "[0] " + (std::ostringstream() << "0x" << std::hex << ip).str() + "\n";
+  kernel_file(build_id, host.text_address() + 0x200000);  // another boot: another slide
+  EXPECT_NE(decode_to_string(o).find(raw), std::string::npos);
+  kernel_file(std::string(build_id.size(), '0'), host.text_address());  // another kernel
+  EXPECT_NE(decode_to_string(o).find(raw), std::string::npos);
+  fs::remove(dir_ + "/stack_map.kernel");  // nothing says which boot
+  EXPECT_NE(decode_to_string(o).find(raw), std::string::npos);
 }
 
 TEST_F(Decode, SlideDropsModuleSymbols) {

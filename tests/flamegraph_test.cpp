@@ -208,6 +208,27 @@ TEST(FlameGraph, SvgEscapesNamesAndClipsLabels) {
   EXPECT_EQ(render_flamegraph_svg(stacks, opt).find("<title>tiny "), std::string::npos);
 }
 
+// The tooltips say what a count measures: off-CPU time, bytes, a field.
+TEST(FlameGraph, SvgTooltipsSayTheUnit) {
+  const std::vector<SymbolizedStack> stacks = {{3000000, {"schedule", "do_nanosleep"}},
+                                               {1000000, {"io_schedule"}}};
+  FlameGraphOptions opt;
+  opt.unit = "ns";
+  std::string svg = render_flamegraph_svg(stacks, opt);
+  EXPECT_NE(svg.find("<title>all (4.000 ms off-CPU, 100.00%)</title>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<title>io_schedule (1.000 ms off-CPU, 25.00%)</title>"), std::string::npos);
+  EXPECT_EQ(svg.find(" events"), std::string::npos);
+  opt.unit = "bytes_alloc";
+  svg = render_flamegraph_svg(stacks, opt);
+  EXPECT_NE(svg.find("<title>all (3.8 MiB bytes_alloc, 100.00%)</title>"), std::string::npos);
+  opt.unit = "nr_pages";
+  svg = render_flamegraph_svg(stacks, opt);
+  EXPECT_NE(svg.find("<title>all (4000000 nr_pages, 100.00%)</title>"), std::string::npos);
+  opt.unit.clear();
+  svg = render_flamegraph_svg(stacks, opt);
+  EXPECT_NE(svg.find("<title>all (4000000 events, 100.00%)</title>"), std::string::npos);
+}
+
 TEST(FlameGraph, SvgOfNothingSaysSo) {
   const std::string svg = render_flamegraph_svg(std::vector<SymbolizedStack>{});
   expect_balanced(svg);

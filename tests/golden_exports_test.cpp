@@ -156,7 +156,9 @@ TEST_F(GoldenExports, Views) {
   expect_golden("top1.txt", format_top(snap_, 1, names));
   const std::vector<SymbolizedStack> flame = flame_stacks(snap_, names);
   expect_golden("flame.folded", format_folded(flame));
-  expect_golden("flame.svg", render_flamegraph_svg(flame));
+  FlameGraphOptions svg;
+  svg.unit = snap_.weight_unit;  // as every output plan draws it
+  expect_golden("flame.svg", render_flamegraph_svg(flame, svg));
   expect_golden("json_no_addresses.json", format_json(snap_, names, JsonOptions{false}));
   expect_golden("stacks.json", format_stacks_json(snap_.stacks, names));
   expect_golden("profile.pb.gz", encode_pprof(snap_, names, {}));

@@ -120,7 +120,34 @@ TEST(PprofTest, FollowsPprofsRules) {
             "00112233445566778899aabbccddeeff00112233");
   EXPECT_LE(varints_of(mappings[0], 2).at(0), 0xffffffff81000010u);
   EXPECT_GT(varints_of(mappings[0], 3).at(0), 0xffffffffc0000000u);
-  EXPECT_EQ(p.messages(5).size(), 3u);  // functions: the unresolved address has none
+  EXPECT_EQ(p.messages(5).size(), 4u);  // functions: the unresolved address is its own
+}
+
+// pprof names a location of a mapping that claims functions by the mapping
+// alone when it has none: an unsymbolized profile would be one node.
+TEST(PprofTest, KernelMappingClaimsFunctionsOnlyWhenItsFramesHaveThem) {
+  Profile named(pprof_of(two_stacks()));
+  EXPECT_EQ(varints_of(named.messages(3).at(0), 7), std::vector<uint64_t>{1});
+  Snapshot snap = two_stacks();
+  intern_callstacks(snap);
+  Profile raw(encode_pprof(snap, FrameNames(snap, nullptr), {}));
+  ASSERT_EQ(raw.messages(3).size(), 1u);
+  EXPECT_TRUE(varints_of(raw.messages(3)[0], 7).empty());  // has_functions not written
+  EXPECT_EQ(raw.messages(4).size(), 4u);                   // each address its own location
+  // ... named by its address, since pprof's default view drops addresses and
+  // would show every unnamed location as one "[kernel.kallsyms]" node.
+  std::set<std::string> names;
+  for (const auto& fn : raw.messages(5)) names.insert(raw.strings.at(varints_of(fn, 2).at(0)));
+  EXPECT_EQ(names, (std::set<std::string>{"0xffffffff81000010", "0xffffffff81000020",
+                                          "0xffffffff81000100", "0xffffffffc0000000"}));
+  PprofOptions based;
+  based.address_base = 0xffffffff81000000;  // no raw kernel address, not even in a name
+  Profile offsets(encode_pprof(snap, FrameNames(snap, nullptr), based));
+  names.clear();
+  for (const auto& fn : offsets.messages(5))
+    names.insert(offsets.strings.at(varints_of(fn, 2).at(0)));
+  EXPECT_EQ(names.count("_text+0x10"), 1u);
+  EXPECT_EQ(names.count("0xffffffff81000010"), 0u);
 }
 
 TEST(PprofTest, OneSamplePerStackLeafFirstWithItsCount) {
@@ -145,7 +172,7 @@ TEST(PprofTest, OneSamplePerStackLeafFirstWithItsCount) {
   for (uint64_t id : varints_of(samples[1], 1)) ips.push_back(address.at(id));
   EXPECT_EQ(ips, two_stacks().stacks[1].ips);
   EXPECT_EQ(function_of_location.at(varints_of(samples[1], 1)[0]), "kmem_cache_alloc");
-  EXPECT_FALSE(function_of_location.count(varints_of(samples[1], 1)[2]));
+  EXPECT_EQ(function_of_location.at(varints_of(samples[1], 1)[2]), "0xffffffffc0000000");
 }
 
 TEST(PprofTest, ByKeysBecomeLabelsNumericOnesWithAUnit) {
@@ -214,6 +241,9 @@ TEST(PprofTest, WeightsAreASecondValueInTheirUnit) {
                                   {"events", "count"}, {"bytes_alloc", "bytes"}}));
   EXPECT_EQ(varints_of(p.messages(2)[0], 2), (std::vector<uint64_t>{5, 640}));
   EXPECT_EQ(p.strings.at(varints_of(p.fields, 14).at(0)), "bytes_alloc");
+  snap.weight_unit = "nr_pages";  // no byte-like name: a count of it
+  EXPECT_EQ(Profile(pprof_of(snap)).sample_types()[1],
+            (std::pair<std::string, std::string>{"nr_pages", "count"}));
   snap.weight_unit = "ns";
   Profile offcpu(pprof_of(snap));
   EXPECT_EQ(offcpu.sample_types()[1],

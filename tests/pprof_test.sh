@@ -116,8 +116,25 @@ check "decode stack_map_bin --pprof exits 0, prints nothing else ($(tail -1 "$tm
 check "decode of FSMB: same total ($hits), no labels" \
   '[ "$(raw_total "$tmp/fsmb.pb.gz")" -eq "$hits" ] && ! "$PPROF" -raw "$tmp/fsmb.pb.gz" 2> /dev/null | grep -q "labels:"'
 
+check "decode of FSMB beside its stack_map.kernel (this boot): the running kernel's symbols, the same top function" \
+  'grep -q "symbols: the running kernel" "$tmp/fsmb.err" && [ "$("$PPROF" -top -nodecount=5 "$tmp/fsmb.pb.gz" 2> /dev/null | awk "/flat%/ {getline; print \$NF, \$1; exit}")" = "$first" ]'
+# Alone, nothing says which boot it is from: no symbols, and pprof shows addresses.
+mkdir "$tmp/alone" && cp "$tmp/by/stack_map_bin" "$tmp/alone/"
+"$BIN" decode "$tmp/alone/stack_map_bin" --pprof "$tmp/alone.pb.gz" > /dev/null 2> "$tmp/alone.err"
+"$PPROF" -top -nodecount=100000 "$tmp/alone.pb.gz" > "$tmp/alone.top" 2> /dev/null
+nodes=$(awk '/flat%/ {n = 1; next} n' "$tmp/alone.top" | grep -c .)
+check "unsymbolized decode says so and what to pass ($(grep -o "no symbols.*" "$tmp/alone.err"))" \
+  'grep -q "no symbols: .*pass --kallsyms" "$tmp/alone.err"'
+check "unsymbolized decode: pprof -top shows its addresses, $nodes nodes (not one [kernel.kallsyms])" \
+  '[ "$nodes" -gt 1 ] && grep -qE " 0xffff[0-9a-f]+\$" "$tmp/alone.top"'
+
 # --- 3. --profile HZ and --sum -------------------------------------------------
 session prof --profile 99
+# duration_nanos is the time recorded: not the loading before nor the symbolizing after.
+duration=$(zcat "$tmp/prof.pb.gz" | protoc --decode=perftools.profiles.Profile -I "$PROTO_DIR" \
+  "$PROTO_DIR/profile.proto" 2> /dev/null | awk '/^duration_nanos:/ {print $2}')
+check "--duration 2: the profile's duration is 2 s within 0.2 s (${duration:-none} ns)" \
+  '[ -n "$duration" ] && [ "$duration" -ge 1800000000 ] && [ "$duration" -le 2200000000 ]'
 ptotal=$(counted_of "$tmp/prof/stack_map_stat")
 "$PPROF" -raw "$tmp/prof.pb.gz" > "$tmp/prof.raw" 2> /dev/null
 check "--profile 99: samples/count and cpu/nanoseconds, period 10101010 ns" \

@@ -73,15 +73,6 @@ std::string key_label(const KeySpec& keys, const KeyCount& k) {
   return label;
 }
 
-std::string format_weight(uint64_t w, const std::string& unit) {
-  if (unit == "ns") {
-    char buf[48];
-    snprintf(buf, sizeof(buf), "%.3f ms off-CPU", static_cast<double>(w) / 1e6);
-    return buf;
-  }
-  return std::to_string(w) + " " + unit;
-}
-
 std::string format_top(const Snapshot& snap, size_t n, const FrameNames& names) {
   const std::vector<Callstack>& stacks = callstacks(snap);
   std::vector<const Callstack*> order;

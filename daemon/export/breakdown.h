@@ -12,6 +12,7 @@
 
 #include "daemon/export/flamegraph.h"
 #include "daemon/export/frame_names.h"
+#include "daemon/export/weight_unit.h"
 #include "daemon/model/snapshot.h"
 
 namespace stackmapd {
@@ -21,8 +22,6 @@ namespace stackmapd {
 std::vector<std::string> key_frames(const KeySpec& keys, const KeyCount& k);
 // The same, space-separated, for one line.
 std::string key_label(const KeySpec& keys, const KeyCount& k);
-// `w` in `unit`: nanoseconds read as ms; a field's unit is its name.
-std::string format_weight(uint64_t w, const std::string& unit);
 
 // The `n` heaviest callstacks (by weight when weighted, else by count; 0:
 // all), each with its share and its top keys (top 3 processes without --by).

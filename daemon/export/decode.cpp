@@ -58,12 +58,14 @@ void decode(const DecodeOptions& o, std::ostream& out) {
     return;
   }
   FsmbFile file = fsmb_read_file(o.file);
-  std::optional<Kallsyms> ksyms = load_offline_symbols(o.symbols, o.file);
-  const Kallsyms* ks = ksyms ? &*ksyms : nullptr;
+  DecodeSymbols symbols = load_decode_symbols(o.symbols, o.file);
+  const Kallsyms* ks = symbols.table ? &*symbols.table : nullptr;
   // A damaged file's one line (which names the revision) comes after its records instead.
-  if (file.damage.empty())
+  if (file.damage.empty()) {
     spdlog::info("{}: {}, {} stacks", o.file, fsmb_revision_name(file.revision),
                  file.stacks.size());
+    spdlog::info("{}", symbols.said);
+  }
   // An FSMB file has neither keys nor weights: one sample per stack.
   Snapshot snap;
   snap.stacks = std::move(file.stacks);

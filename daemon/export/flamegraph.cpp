@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "daemon/export/utf8_text.h"
+#include "daemon/export/weight_unit.h"
 
 namespace stackmapd {
 
@@ -236,9 +237,11 @@ std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
     const double share =
         100.0 * static_cast<double>(f.node->count) / static_cast<double>(root.count);
     const int y = height - kDetailsSpace - (f.depth + 1) * frame_h;
+    const std::string amount = opt.unit.empty() ? std::to_string(f.node->count) + " events"
+                                                : format_weight(f.node->count, opt.unit);
     out += "<g class=\"f\"><title>";
     append_markup(out, *f.name);
-    out += " (" + std::to_string(f.node->count) + " events, " + fixed(share, 2) + "%)</title>";
+    out += " (" + markup_text(amount) + ", " + fixed(share, 2) + "%)</title>";
     out += "<rect x=\"" + fixed(f.x, 2) + "\" y=\"" + std::to_string(y) + "\" width=\"" +
            fixed(f.width, 2) + "\" height=\"" + std::to_string(frame_h - 1) +
            "\" rx=\"2\" ry=\"2\" fill=\"" + warm_color(*f.name) + "\"/>";

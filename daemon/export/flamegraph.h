@@ -29,6 +29,9 @@ std::string format_folded(const std::vector<SymbolizedStack>& stacks);
 
 struct FlameGraphOptions {
   std::string title = "Kernel stacks";
+  // What a stack's count measures: a snapshot's weight unit (weight_unit.h:
+  // "ns", "bytes_alloc", a field's name), read in it; empty: events.
+  std::string unit;
   int width = 1200;           // px, the whole image
   int frame_height = 16;      // px per stack level
   double min_frame_px = 0.1;  // frames narrower than this (and all above them) are not drawn
@@ -36,7 +39,8 @@ struct FlameGraphOptions {
 
 // A standalone SVG (no external resources): the merged call tree, root ("all") at the bottom,
 // children ordered by name; a warm color per function name, its name clipped to the frame, and
-// a tooltip "name (N events, P%)". A small script zooms on click. Same input, same bytes.
+// a tooltip "name (N events, P%)", or the count in opt.unit: "name (1.500 ms off-CPU, P%)". A small
+// script zooms on click. Same input, same bytes.
 std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
                                   const FlameGraphOptions& opt = {});
 

@@ -21,6 +21,7 @@ using K = OutputKind;
 std::string flame_svg(OutputContext& ctx) {
   FlameGraphOptions opt;
   opt.title = ctx.title;
+  opt.unit = ctx.snap.weight_unit;
   return render_flamegraph_svg(ctx.flame(), opt);
 }
 

@@ -2,6 +2,7 @@
 #include "daemon/export/pprof.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <unordered_map>
 
@@ -9,6 +10,7 @@
 #include "daemon/export/gzip.h"
 #include "daemon/export/proto_wire.h"
 #include "daemon/export/utf8_text.h"
+#include "daemon/export/weight_unit.h"
 
 namespace stackmapd {
 
@@ -65,6 +67,12 @@ std::pair<std::string, uint64_t> split_srcline(const std::string& srcline) {
   return {srcline.substr(0, colon), line};
 }
 
+std::string hex(uint64_t v) {
+  char buf[24];
+  snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
 // Interned strings: index 0 is "", as pprof requires. Every name and path of
 // the profile passes here, made text: profile.proto's strings are UTF-8.
 class Strings {
@@ -108,13 +116,14 @@ struct Values {
 };
 
 // The weight's sample type: off-CPU time, or a --sum field, in bytes where
-// its name says so (bytes_alloc, len, ...).
+// its name says so (weight_unit.h's rule, as --top and the SVG read it).
 std::pair<std::string, std::string> weight_type(const std::string& unit) {
-  if (unit == "ns") return {"offcpu", "nanoseconds"};
-  const bool bytes = unit.find("byte") != std::string::npos ||
-                     unit.find("len") != std::string::npos ||
-                     unit.find("size") != std::string::npos;
-  return {unit, bytes ? "bytes" : "count"};
+  switch (weight_kind(unit)) {
+    case WeightKind::nanoseconds: return {"offcpu", "nanoseconds"};
+    case WeightKind::bytes: return {unit, "bytes"};
+    case WeightKind::count: break;
+  }
+  return {unit, "count"};
 }
 
 class Encoder {
@@ -222,11 +231,15 @@ class Encoder {
     loc.varint(pb::kLocId, it->second);
     loc.varint(pb::kLocMappingId, kKernelMappingId);
     loc.varint(pb::kAddress, shown(ip));
-    if (std::string name = names_.function(frame); !name.empty()) {
-      ProtoWriter line;
-      line.varint(pb::kFunctionId, function(name, ""));
-      loc.message(pb::kLine, line);
-    }
+    // An address that did not resolve is its own function, named by the
+    // address as the flame graphs name it: pprof's default view drops
+    // addresses and would merge every such location into one node.
+    std::string name = names_.function(frame);
+    kernel_functions_ |= !name.empty();
+    if (name.empty()) name = opt_.address_base ? "_text+" + hex(shown(ip)) : hex(ip);
+    ProtoWriter line;
+    line.varint(pb::kFunctionId, function(name, ""));
+    loc.message(pb::kLine, line);
     // Written after the samples, field by field: the records of a repeated
     // field may come in any order.
     locations_out_.message(pb::kLocation, loc);
@@ -295,7 +308,9 @@ class Encoder {
     m.varint(pb::kMemoryLimit, shown(max_ip_) + 1);
     m.varint(pb::kFilename, strings_.id("[kernel.kallsyms]"));
     if (!snap_.kernel.build_id.empty()) m.varint(pb::kBuildId, strings_.id(snap_.kernel.build_id));
-    m.varint(pb::kHasFunctions, 1);
+    // Only when a symbol table named its frames: a mapping without it is one
+    // a symbolizer may still resolve (by its build id).
+    if (kernel_functions_) m.varint(pb::kHasFunctions, 1);
     out_.message(pb::kMapping, m);
   }
 
@@ -341,6 +356,7 @@ class Encoder {
   std::map<std::pair<std::string, std::string>, uint64_t> functions_;  // (name, file) -> id
   ProtoWriter locations_out_, functions_out_;
   uint64_t min_ip_ = UINT64_MAX, max_ip_ = 0;
+  bool kernel_functions_ = false;  // a kernel location named its function
 };
 
 }  // namespace

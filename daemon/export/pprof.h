@@ -14,13 +14,15 @@
 //               with --sum/--offcpu; the --by keys as labels (pid, tid, cpu
 //               numeric with a unit, since Go drops a numeric 0 without one;
 //               the rest strings).
-//   Location    one per distinct address, its function when it resolves; a
+//   Location    one per distinct address, its function (the address,
+//               "0xffffffff81000010", when it does not resolve); a
 //               user frame's address is its file offset (a return address
 //               less one), its lines the inlined functions innermost first,
 //               the innermost with file:line when debug info had it.
 //   Mapping     the kernel ("[kernel.kallsyms]", as perf names it), its
 //               GNU build id (/sys/kernel/notes) so a symbolizer can find
-//               the matching vmlinux later; and one per user binary: its
+//               the matching vmlinux later, has_functions only when a
+//               symbol table named its frames; and one per user binary: its
 //               path, build id, memory_start = file_offset = 0 (so that an
 //               address is a file offset: the same in every process), the
 //               has_* flags from what its frames resolved to.

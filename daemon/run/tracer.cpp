@@ -39,7 +39,7 @@ class HealthWatch {
 
 }  // namespace
 
-Snapshot trace(TraceOptions options) {
+Snapshot trace(TraceOptions options, Recording* recording) {
   check_privileges();
   check_btf();
   const std::string events_dir = mount_tracefs_events();
@@ -99,9 +99,11 @@ Snapshot trace(TraceOptions options) {
                  ended.stats.events(), ended.stacks.size());
   };
   backend.each_second = [&] { health.check(session); };
+  if (recording) recording->start = std::chrono::system_clock::now();
   foreground.run(backend, options.duration_s, options.drain_interval_ms);
   // Detach before the last drain so that the exports are one consistent cut.
   session.detach();
+  if (recording) recording->end = std::chrono::system_clock::now();
   session.drain(0);
   session.close_open_blocks();
   if (writer) {

@@ -3,6 +3,7 @@
 // duration passes or SIGINT/SIGTERM arrives, then hand back the final state.
 #pragma once
 
+#include <chrono>
 #include <optional>
 
 #include "daemon/bpf/bpf_session.h"
@@ -21,7 +22,14 @@ struct TraceOptions {
   int drain_interval_ms = 100;
 };
 
-// Runs the preflight checks (privileges, BTF, sources) and the session.
-Snapshot trace(TraceOptions options);
+// When the programs were attached and detached: what the session recorded,
+// without loading before and symbolizing after (pprof's duration).
+struct Recording {
+  std::chrono::system_clock::time_point start, end;
+};
+
+// Runs the preflight checks (privileges, BTF, sources) and the session;
+// `recording`, when given, gets its times.
+Snapshot trace(TraceOptions options, Recording* recording = nullptr);
 
 }  // namespace stackmapd

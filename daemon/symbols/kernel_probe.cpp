@@ -13,8 +13,29 @@ namespace stackmapd {
 
 namespace {
 
-// The first NT_GNU_BUILD_ID note of the core kernel.
-std::string read_build_id() {
+// Lowers kptr_restrict to 0 for its lifetime, when it may.
+class ScopedKptrRestrict {
+ public:
+  ScopedKptrRestrict() {
+    std::ifstream in(kPath);
+    if (!(in >> old_) || old_ == "0") return;
+    std::ofstream out(kPath);
+    lowered_ = static_cast<bool>(out << "0\n") && static_cast<bool>(out.flush());
+  }
+  ~ScopedKptrRestrict() {
+    if (lowered_) std::ofstream(kPath) << old_ << "\n";
+  }
+  bool lowered() const { return lowered_; }
+
+ private:
+  static constexpr const char* kPath = "/proc/sys/kernel/kptr_restrict";
+  std::string old_;
+  bool lowered_ = false;
+};
+
+}  // namespace
+
+std::string running_kernel_build_id() {
   std::ifstream in("/sys/kernel/notes", std::ios::binary);
   std::string notes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto u32 = [&](size_t off) {
@@ -41,33 +62,11 @@ std::string read_build_id() {
   return "";
 }
 
-// Lowers kptr_restrict to 0 for its lifetime, when it may.
-class ScopedKptrRestrict {
- public:
-  ScopedKptrRestrict() {
-    std::ifstream in(kPath);
-    if (!(in >> old_) || old_ == "0") return;
-    std::ofstream out(kPath);
-    lowered_ = static_cast<bool>(out << "0\n") && static_cast<bool>(out.flush());
-  }
-  ~ScopedKptrRestrict() {
-    if (lowered_) std::ofstream(kPath) << old_ << "\n";
-  }
-  bool lowered() const { return lowered_; }
-
- private:
-  static constexpr const char* kPath = "/proc/sys/kernel/kptr_restrict";
-  std::string old_;
-  bool lowered_ = false;
-};
-
-}  // namespace
-
 KernelInfo probe_kernel_info_lowering_kptr_restrict(const Kallsyms* ksyms) {
   KernelInfo info;
   struct utsname u;
   if (uname(&u) == 0) info.release = u.release;
-  info.build_id = read_build_id();
+  info.build_id = running_kernel_build_id();
   if (ksyms && !ksyms->addresses_hidden()) {
     info.text_address = ksyms->text_address();
     return info;

@@ -30,6 +30,17 @@ struct OfflineSymbols {
 // Error for both or a kernel-info alone, and for unreadable files.
 std::optional<Kallsyms> load_offline_symbols(const OfflineSymbols& from, const std::string& file);
 
+// What `decode` symbolizes `file` with: --kallsyms or --vmlinux when given
+// (load_offline_symbols); else this machine's /proc/kallsyms when its
+// stack_map.kernel (--kernel-info, or the one beside it) says it was recorded
+// on this very boot (the same build id and _text); else none. `said` is the
+// one line telling which, and what to pass when none.
+struct DecodeSymbols {
+  std::optional<Kallsyms> table;
+  std::string said;
+};
+DecodeSymbols load_decode_symbols(const OfflineSymbols& from, const std::string& file);
+
 // `table` as on the boot `info` describes (its runtime _text); `info_source`
 // and `table_source` name both in the log lines.
 Kallsyms apply_kaslr_slide(Kallsyms table, const KernelInfo& info, const std::string& info_source,
