@@ -71,3 +71,13 @@ expect_error() {  # expect_error PROBLEM_TEXT COMMAND ARGS...
     fail "error for '${*:2}' (exit $rc, $lines lines, want '$key'): $(cat "$tmp/bad.err")"
   fi
 }
+
+http_code() { curl -s -o /dev/null --max-time 10 -w '%{http_code}' "$@"; }
+# wait_http PID URL: until the daemon PID serves URL/metrics (10 s at most) or exits.
+wait_http() {
+  for _ in $(seq 100); do
+    kill -0 "$1" 2> /dev/null || return 0
+    [ "$(http_code --max-time 1 "$2/metrics")" = 200 ] && return 0
+    sleep 0.1
+  done
+}

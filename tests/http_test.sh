@@ -37,7 +37,7 @@ mkdir -p "$textdir"
 url=http://127.0.0.1:$P_HTTP
 ctl() { timeout 10 "$BIN" --socket "$run/control.sock" ctl "$@" 2>&1; }
 get() { curl -sS --max-time 10 "$@"; }
-code() { curl -s -o /dev/null --max-time 10 -w '%{http_code}' "$@"; }
+code() { http_code "$@"; }
 
 PPROF=/usr/lib/go-1.19/pkg/tool/linux_amd64/pprof
 export PPROF_TMPDIR=$tmp
@@ -52,11 +52,7 @@ write_conf() {  # write_conf LISTEN
 write_conf "127.0.0.1:$P_HTTP"
 "$BIN" daemon --config "$conf" --export-dir "$run" --pin-dir "" 2> "$tmp/daemon.err" &
 pid=$!
-for _ in $(seq 100); do
-  kill -0 "$pid" 2> /dev/null || break
-  [ "$(code --max-time 1 "$url/metrics")" = 200 ] && break
-  sleep 0.1
-done
+wait_http "$pid" "$url"
 check "the daemon serves /metrics on 127.0.0.1:$P_HTTP" '[ "$(code "$url/metrics")" = 200 ]'
 check "it says where in its log" 'grep -q "HTTP endpoints on 127.0.0.1:$P_HTTP" "$tmp/daemon.err"'
 sleep 3  # a few snapshots: events, stacks, the textfile

@@ -40,16 +40,12 @@ check "npm installed $PUPPETEER into $CACHE ($(tail -1 "$tmp/npm.log" 2> /dev/nu
 P_HTTP=19491
 url=http://127.0.0.1:$P_HTTP
 get() { curl -sS --max-time 10 "$@"; }
-code() { curl -s -o /dev/null --max-time 10 -w '%{http_code}' "$@"; }
+code() { http_code "$@"; }
 printf 'snapshot-interval = 2\nevent = ["kmem:kmem_cache_alloc"]\nby = "comm,pid"\nlisten = "127.0.0.1:%s"\n' \
   "$P_HTTP" > "$tmp/stackmapd.conf"
 "$BIN" daemon --config "$tmp/stackmapd.conf" --export-dir "$tmp/run" --pin-dir "" 2> "$tmp/daemon.err" &
 pid=$!
-for _ in $(seq 100); do
-  kill -0 "$pid" 2> /dev/null || break
-  [ "$(code --max-time 1 "$url/metrics")" = 200 ] && break
-  sleep 0.1
-done
+wait_http "$pid" "$url"
 check "the daemon serves HTTP on 127.0.0.1:$P_HTTP ($(tail -1 "$tmp/daemon.err"))" '[ "$(code "$url/")" = 200 ]'
 # A workload of its own: a process allocating kernel objects all along,
 # named with bytes that are not UTF-8 and markup ("\xff<b>&").
