@@ -85,8 +85,19 @@ got=$(strict_json "$tmp/http.json" 2>&1 | tail -1)
 check "GET /stack_map.json: 200 and strict UTF-8 JSON with the comm (HTTP $code, $got)" \
   '[ "$code" = 200 ] && [[ "$got" == comm* ]]'
 code=$(curl -s -o "$tmp/page.html" --max-time 20 -w '%{http_code}' "http://127.0.0.1:$port/")
-check "GET /: 200, UTF-8, naming the comm (HTTP $code)" \
-  '[ "$code" = 200 ] && iconv -f UTF-8 -t UTF-8 "$tmp/page.html" > /dev/null && grep -qF "\xff-x" "$tmp/page.html"'
+check "GET /: 200 and UTF-8 (HTTP $code)" \
+  '[ "$code" = 200 ] && iconv -f UTF-8 -t UTF-8 "$tmp/page.html" > /dev/null'
+# The page's data: the comm among the --by values its filter offers.
+code=$(curl -s -o "$tmp/flame.json" --max-time 20 -w '%{http_code}' "http://127.0.0.1:$port/flame.json")
+got=$("$PY" - "$tmp/flame.json" << 'PYEOF' 2>&1 | tail -1
+import json, sys
+d = json.loads(open(sys.argv[1], "rb").read().decode("utf-8", errors="strict"))
+values = [v for v, _ in d["keys"].get("comm", [])]
+print("key" if "\\xff-x" in values else "no-key")
+PYEOF
+)
+check "GET /flame.json: 200, strict UTF-8 JSON naming the comm (HTTP $code, $got)" \
+  '[ "$code" = 200 ] && [ "$got" = "key" ]'
 timeout 20 "$BIN" --socket "$sock" ctl top 1000 > "$tmp/top.out" 2>&1
 rc=$?
 check "ctl top answers in UTF-8 and names the comm (rc $rc)" \
