@@ -102,13 +102,16 @@ class FrameReader {
     const json& ips = r_.array(s, "ips", where, kFsmbMaxFrames);
     std::vector<uint64_t> out;
     for (size_t k = 0; k < ips.size(); ++k) {
-      const std::optional<uint64_t> ip =
+      const std::optional<uint64_t> parsed =
           ips[k].is_string() ? address_of(ips[k].get<std::string>()) : std::nullopt;
-      if (!ip) r_.fail(where + ".ips[" + std::to_string(k) + "]", "is not a hex address string");
-      out.push_back(*ip);
+      if (!parsed)
+        r_.fail(where + ".ips[" + std::to_string(k) + "]", "is not a hex address string");
+      // A copy out of the optional: gcc 12 for arm64 cannot see that fail() does not return.
+      const uint64_t ip = parsed.value_or(0);
+      out.push_back(ip);
       if (symbols && symbols->is_array() && k < symbols->size()) {
         const std::string name = symbol(*symbols, k, where);
-        if (!address_of(name)) names_.emplace(*ip, function_of(name));
+        if (!address_of(name)) names_.emplace(ip, function_of(name));
       }
     }
     return out;
