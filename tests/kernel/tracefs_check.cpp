@@ -135,7 +135,7 @@ int main() {
     check(map_text.find("stack_id " + std::to_string(snap.stacks[0].stack_id) + " [ref ") == 0 &&
               map_text.find("+0x") != std::string::npos,
           "stack_map text export, symbolized");
-    std::string top = format_top(snap, 3, &ksyms);
+    std::string top = format_top(snap, 3, FrameNames(snap, &ksyms));
     std::printf("--- top 3\n%s---\n", top.c_str());
     check(!top.empty(), "--top view");
   } catch (const std::exception& e) {
