@@ -181,11 +181,44 @@ static __always_inline int tgid_wanted(const volatile struct smt_config *cfg, __
 	return 0;
 }
 
+/* --comm: whether the current task's name is one of the session's. */
+static __always_inline int comm_wanted(const volatile struct smt_config *cfg, __u32 nr)
+{
+	struct smt_comm c __attribute__((aligned(8)));
+	const __u64 *w = (const __u64 *)c.comm;
+
+	current_comm(&c);
+	for (__u32 i = 0; i < SMT_MAX_COMMS && i < nr; i++)
+		if (cfg->filter_comm[i][0] == w[0] && cfg->filter_comm[i][1] == w[1])
+			return 1;
+	return 0;
+}
+
+/* --cgroup: whether the current task is in one of the session's cgroups or
+ * below one. Only reached when the session has some, so kernels without
+ * cgroups still load the programs. */
+static __always_inline int cgroup_wanted(const volatile struct smt_config *cfg, __u32 nr)
+{
+	for (__u32 i = 0; i < SMT_MAX_CGROUPS && i < nr; i++)
+		if (bpf_get_current_ancestor_cgroup_id(cfg->filter_cgroup[i].level) ==
+		    cfg->filter_cgroup[i].id)
+			return 1;
+	return 0;
+}
+
+/* The session's filters, AND across kinds, OR within one; each count is
+ * frozen .rodata, so the verifier drops the kinds a session does not use. */
 static __always_inline int filtered_out(const volatile struct smt_config *cfg)
 {
 	__u32 nr = cfg->filter_tgid_nr;
+	__u32 comms = cfg->filter_comm_nr;
+	__u32 cgroups = cfg->filter_cgroup_nr;
 
 	if (nr && !tgid_wanted(cfg, nr))
+		return 1;
+	if (comms && !comm_wanted(cfg, comms))
+		return 1;
+	if (cgroups && !cgroup_wanted(cfg, cgroups))
 		return 1;
 	return cfg->filter_cpu != SMT_ANY_CPU && bpf_get_smp_processor_id() != cfg->filter_cpu;
 }

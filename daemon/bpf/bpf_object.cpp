@@ -45,6 +45,18 @@ smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_byt
   s.filter_tgid_nr = static_cast<uint32_t>(c.filter_pids.size());
   std::copy(c.filter_pids.begin(), c.filter_pids.end(), s.filter_tgid);
   s.filter_cpu = c.filter_cpu;
+  if (c.filter_comms.size() > SMT_MAX_COMMS || c.filter_cgroups.size() > SMT_MAX_CGROUPS)
+    throw Error("--comm/--cgroup: at most " + std::to_string(SMT_MAX_COMMS) + " names and " +
+                std::to_string(SMT_MAX_CGROUPS) + " cgroups can be traced at once");
+  s.filter_comm_nr = static_cast<uint32_t>(c.filter_comms.size());
+  for (size_t i = 0; i < c.filter_comms.size(); ++i) {
+    char name[16] = {};  // zero-padded, as the kernel pads task->comm
+    std::memcpy(name, c.filter_comms[i].data(), std::min<size_t>(c.filter_comms[i].size(), 15));
+    std::memcpy(s.filter_comm[i], name, sizeof(name));
+  }
+  s.filter_cgroup_nr = static_cast<uint32_t>(c.filter_cgroups.size());
+  for (size_t i = 0; i < c.filter_cgroups.size(); ++i)
+    s.filter_cgroup[i] = {c.filter_cgroups[i].id, c.filter_cgroups[i].level, 0};
   s.min_block_ns = c.offcpu ? c.offcpu->min_block_ns : 0;
   s.next_pid_offset = c.offcpu ? c.offcpu->next_pid_offset : 0;
   s.prev_state_offset = c.offcpu ? c.offcpu->prev_state_offset : 0;

@@ -24,6 +24,14 @@ struct OffcpuConfig {
   bool operator==(const OffcpuConfig&) const = default;
 };
 
+// --cgroup: a cgroup v2 directory and what the event path compares.
+struct CgroupFilter {
+  std::string path;    // as the cgroup2 mount names it: "/system.slice/nginx.service"
+  uint64_t id = 0;     // its directory's inode, as bpf_get_current_cgroup_id() gives it
+  uint32_t level = 0;  // components below the root: 2 for the example
+  bool operator==(const CgroupFilter&) const = default;
+};
+
 // Everything a session fixes when it loads: the table's size and where it is
 // pinned, the ring buffer, what each record carries and how events are counted
 // and attributed, and the sources other than tracepoints. Two configs with
@@ -37,6 +45,10 @@ struct TableConfig {
   bool trace = false;                     // richer records for the per-event trace
   std::vector<uint32_t>
       filter_pids;  // only these processes (tgids), at most SMT_MAX_PIDS; none = all
+  // Only tasks of these names (as task->comm keeps them), at most SMT_MAX_COMMS; none = all.
+  std::vector<std::string> filter_comms;
+  // Only tasks in these cgroups or below, at most SMT_MAX_CGROUPS; none = all.
+  std::vector<CgroupFilter> filter_cgroups;
   uint32_t filter_cpu = SMT_ANY_CPU;
   uint32_t bits = SMT_DEFAULT_BITS;
   uint32_t ringbuf_bytes = 1u << 20;  // power of two

@@ -2,84 +2,15 @@
 #include "daemon/run/options.h"
 
 #include <bpf/libbpf.h>
-#include <signal.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cerrno>
-#include <charconv>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 
+#include "daemon/run/process_filters.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/preflight.h"
 
 namespace stackmapd {
-
-namespace {
-
-constexpr uint32_t kPidMax = 4194304;  // PID_MAX_LIMIT: no pid is higher on any kernel
-
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
-
-// One word of --pid: a process id, or one line naming what it is not.
-uint32_t parse_pid(const std::string& word) {
-  uint32_t pid = 0;
-  const char* end = word.data() + word.size();
-  auto [at, ec] = std::from_chars(word.data(), end, pid);
-  if (ec != std::errc() || at != end || pid == 0 || pid > kPidMax)
-    throw Error("--pid " + quoted(word) +
-                " is not a process id: give numbers, as in --pid 1234,1235 or --pid \"$(pidof "
-                "NAME)\"");
-  return pid;
-}
-
-// The process a pid names, when it is one of its threads but not the process itself.
-std::optional<uint32_t> owning_process(uint32_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.starts_with("Tgid:")) {
-      const uint32_t tgid = static_cast<uint32_t>(std::strtoul(line.c_str() + 5, nullptr, 10));
-      if (tgid && tgid != pid) return tgid;
-      break;
-    }
-  return std::nullopt;
-}
-
-// --pid's words (repeated, comma and whitespace lists) as the running
-// processes they name, each once. A pid of no process would trace nothing,
-// silently; the event path keeps processes (tgids), so a thread's id would too.
-std::vector<uint32_t> running_processes(const std::vector<std::string>& args) {
-  std::vector<uint32_t> pids;
-  for (std::string arg : args) {
-    std::replace(arg.begin(), arg.end(), ',', ' ');
-    std::istringstream words(arg);
-    for (std::string word; words >> word;) pids.push_back(parse_pid(word));
-  }
-  if (!args.empty() && pids.empty())
-    throw Error(
-        "--pid '' names no process: give the pid of a running process (pidof NAME found none?)");
-  std::sort(pids.begin(), pids.end());
-  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-  if (pids.size() > SMT_MAX_PIDS)
-    throw Error("--pid: " + std::to_string(pids.size()) + " processes, at most " +
-                std::to_string(SMT_MAX_PIDS) +
-                " at once: trace fewer, or all without --pid and split by --by pid");
-  for (uint32_t pid : pids) {
-    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-      throw Error("--pid " + std::to_string(pid) +
-                  ": no such process: give the pid of a running process (pgrep NAME)");
-    if (auto tgid = owning_process(pid))
-      throw Error("--pid " + std::to_string(pid) + " is a thread of process " +
-                  std::to_string(*tgid) + ": give " + std::to_string(*tgid) +
-                  " (--pid keeps all threads of a process)");
-  }
-  return pids;
-}
-
-}  // namespace
 
 void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
   const bool fg = command == Command::foreground;
@@ -103,6 +34,16 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
                    "Only events of these processes (all their threads): repeatable, or a list "
                    "by commas or spaces, as $(pidof NAME) gives it; at most " +
                        std::to_string(SMT_MAX_PIDS));
+    app.add_option("--comm", o.comms,
+                   "Only events of tasks of these names (as ps -o comm shows them, 15 bytes at "
+                   "most): repeatable, or a comma list; at most " +
+                       std::to_string(SMT_MAX_COMMS));
+    app.add_option("--cgroup", o.cgroups,
+                   "Only events of tasks in this cgroup v2 or below it, as /proc/PID/cgroup "
+                   "names it (/system.slice/nginx.service): repeatable; at most " +
+                       std::to_string(SMT_MAX_CGROUPS) +
+                       ". Filters of different kinds "
+                       "(--pid, --comm, --cgroup, --cpu) must all match");
     app.add_option("--cpu", o.cpu, "Only events on this CPU");
   }
   shown(app.add_option("--bits", o.bits, "Table size: 2^bits unique stacks, 10..20"), true);
@@ -149,6 +90,8 @@ SessionConfig SessionOptions::session_config() const {
   for (const auto& e : events) s.events.push_back(Tracepoint::parse(e));
   s.profile_hz = profile_hz;
   s.filter_pids = running_processes(pids);
+  s.filter_comms = task_names(comms);
+  s.filter_cgroups = cgroup_filters(cgroups);
   if (cpu) {
     const int cpus = libbpf_num_possible_cpus();
     if (*cpu >= static_cast<uint32_t>(cpus))

@@ -24,6 +24,8 @@ struct SessionOptions {
   std::vector<std::string> functions;  // fentry globs, resolved later: foreground only
   uint32_t profile_hz = 0;             // foreground only
   std::vector<std::string> pids;       // --pid as given (lists): foreground only
+  std::vector<std::string> comms;      // --comm as given (lists): foreground only
+  std::vector<std::string> cgroups;    // --cgroup paths: foreground only
   std::optional<uint32_t> cpu;         // foreground only
   long bits = SMT_DEFAULT_BITS;
   uint32_t ringbuf_kb = 1024;
@@ -45,7 +47,7 @@ enum class Command { foreground, daemon };
 
 // Adds -e, --bits, --ringbuf-kb, --verify, --pinned, --by, --sum, --offcpu,
 // --min-block-us, --max-keys, and for the foreground -f, --profile, --pid,
-// --cpu, bound to `options`; their defaults are what `options` holds now.
+// --comm, --cgroup, --cpu, bound to `options`; their defaults are what `options` holds now.
 void add_session_options(CLI::App& app, SessionOptions& options, Command command);
 
 }  // namespace stackmapd

@@ -29,6 +29,21 @@ struct smt_text_range {
  * reads how many from frozen .rodata and keeps only those compares. */
 #define SMT_MAX_PIDS 64
 
+/* --comm: the names one session can keep, as the kernel keeps a task's
+ * (task->comm: at most 15 bytes, zero-padded to 16), each compared as two
+ * words with the current task's. */
+#define SMT_MAX_COMMS 16
+
+/* --cgroup: the cgroups (v2) one session can keep, each with every cgroup
+ * below it: an event is kept when the current task's ancestor at a filter's
+ * level is that filter's cgroup (bpf_get_current_ancestor_cgroup_id). */
+#define SMT_MAX_CGROUPS 16
+struct smt_cgroup_filter {
+	__u64 id;    /* the cgroup's id: its directory's inode on the cgroup2 mount */
+	__u32 level; /* its depth below the root cgroup (level 0) */
+	__u32 reserved;
+};
+
 /* Settings fixed for a session: .rodata of the daemon's own object (so the
  * verifier prunes what is off), a one-entry array the daemon writes before
  * attaching in the bpfloader object, which has no global data. */
@@ -47,9 +62,13 @@ struct smt_config {
 	/* --by cgroup/unit: send cgroup ids; off, kernels without cgroups load us */
 	__u32 cgroup_ids;
 	__u32 strip_nr;
-	__u32 user_stacks; /* --user-stacks: capture user stacks too */
+	__u32 user_stacks;	/* --user-stacks: capture user stacks too */
+	__u32 filter_comm_nr;	/* --comm: how many of filter_comm; 0 = every name */
+	__u32 filter_cgroup_nr; /* --cgroup: how many of filter_cgroup; 0 = every cgroup */
 	__u32 reserved;
 	__u32 filter_tgid[SMT_MAX_PIDS];
+	__u64 filter_comm[SMT_MAX_COMMS][2];
+	struct smt_cgroup_filter filter_cgroup[SMT_MAX_CGROUPS];
 	struct smt_text_range strip[SMT_MAX_STRIP];
 };
 
@@ -104,7 +123,9 @@ struct smt_offcpu_start {
 #define SMT_ANY_CPU 0xffffffffU
 
 SMT_STATIC_ASSERT(sizeof(struct smt_offcpu_start) == 48, "offcpu layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_config) == 64 + 4 * SMT_MAX_PIDS + 16 * SMT_MAX_STRIP,
+SMT_STATIC_ASSERT(sizeof(struct smt_cgroup_filter) == 16, "cgroup filter layout");
+SMT_STATIC_ASSERT(sizeof(struct smt_config) == 72 + 4 * SMT_MAX_PIDS + 16 * SMT_MAX_COMMS +
+						       16 * SMT_MAX_CGROUPS + 16 * SMT_MAX_STRIP,
 		  "config layout");
 
 #endif /* STACKMAPD_ABI_SESSION_H */
