@@ -71,8 +71,8 @@ struct Request {
       for (const auto& p : messages(sp, otlp::kProfiles)) {
         const auto vt = messages(p, otlp::kSampleType).at(0);
         r.profiles.push_back({strings.at(one(vt, otlp::kTypeStrindex)),
-                              strings.at(one(vt, otlp::kUnitStrindex)),
-                              messages(p, otlp::kSamples), p});
+                              strings.at(one(vt, otlp::kUnitStrindex)), messages(p, otlp::kSamples),
+                              p});
       }
       resources.push_back(std::move(r));
     }
@@ -81,15 +81,17 @@ struct Request {
   // A sample's stack as "name@address" per location, leaf first.
   std::vector<std::string> frames(const std::vector<Field>& sample) const {
     std::vector<std::string> out;
-    for (uint64_t l : varints_of(stacks.at(one(sample, otlp::kStackIndex)), otlp::kLocationIndices)) {
+    for (uint64_t l :
+         varints_of(stacks.at(one(sample, otlp::kStackIndex)), otlp::kLocationIndices)) {
       const auto& loc = locations.at(l);
       const auto lines = messages(loc, otlp::kLines);
-      std::string name =
-          lines.empty()
-              ? ""
-              : strings.at(one(functions.at(one(lines[0], otlp::kFunctionIndex)), otlp::kNameStrindex));
+      std::string name = lines.empty()
+                             ? ""
+                             : strings.at(one(functions.at(one(lines[0], otlp::kFunctionIndex)),
+                                              otlp::kNameStrindex));
       char addr[24];
-      snprintf(addr, sizeof(addr), "%llx", static_cast<unsigned long long>(one(loc, otlp::kAddress)));
+      snprintf(addr, sizeof(addr), "%llx",
+               static_cast<unsigned long long>(one(loc, otlp::kAddress)));
       out.push_back(name + "@" + addr);
     }
     return out;
@@ -124,7 +126,8 @@ Snapshot two_stacks() {
   Snapshot snap;
   snap.kernel.build_id = "00112233445566778899aabbccddeeff00112233";
   snap.stacks.push_back({7, 5, {0xffffffff81000010, 0xffffffff81000100}, 5000});
-  snap.stacks.push_back({42, 2, {0xffffffff81000020, 0xffffffff81000100, 0xffffffffc0000000}, 2000});
+  snap.stacks.push_back(
+      {42, 2, {0xffffffff81000020, 0xffffffff81000100, 0xffffffffc0000000}, 2000});
   snap.keys = KeySpec::parse("pid,comm");
   snap.keys_requested = true;
   snap.stacks[0].by = {key(812, "app", 3), key(1, "init", 2)};
@@ -162,7 +165,7 @@ TEST(OtlpTest, EachLocationAndStackOnce) {
   const auto& samples = r.resources[0].profiles.at(0).samples;
   ASSERT_EQ(samples.size(), 3u);
   EXPECT_EQ(r.frames(samples[0]), (std::vector<std::string>{"schedule@ffffffff81000010",
-                                                              "do_syscall_64@ffffffff81000100"}));
+                                                            "do_syscall_64@ffffffff81000100"}));
   EXPECT_EQ(one(samples[0], otlp::kStackIndex), one(samples[1], otlp::kStackIndex));
   EXPECT_EQ(r.frames(samples[2]),
             (std::vector<std::string>{"kmem_cache_alloc@ffffffff81000020",
@@ -213,9 +216,8 @@ TEST(OtlpTest, CountsAndWeightsAreProfilesOfTheirUnits) {
   EXPECT_EQ(time[0].wire_type, 1u);  // fixed64
   EXPECT_EQ(time[0].value, 1'700'000'000'000'000'000u);
   EXPECT_EQ(one(profiles[0].fields, otlp::kDurationNano), 5'000'000'000u);
-  EXPECT_EQ(r.resources[0].attributes,
-            (std::map<std::string, std::string>{{"host.name", "box"},
-                                                {"service.name", "stackmapd"}}));
+  EXPECT_EQ(r.resources[0].attributes, (std::map<std::string, std::string>{
+                                           {"host.name", "box"}, {"service.name", "stackmapd"}}));
   EXPECT_EQ(r.resources[0].scope, "stackmapd");
 
   snap.weight_unit = "bytes_alloc";
@@ -248,16 +250,16 @@ TEST(OtlpTest, ContainerIdsFromEveryLayout) {
       {"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid_ +
            ".slice/cri-containerd-" + id + ".scope",
        {id, uid}},
-      {"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uid_ +
-           ".slice/crio-" + id2 + ".scope",
+      {"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uid_ + ".slice/crio-" +
+           id2 + ".scope",
        {id2, uid}},
       {"/kubepods.slice/kubepods-pod" + uid_ + ".slice/docker-" + id + ".scope", {id, uid}},
       // not a container's
       {"/", {}},
       {"/user.slice/user-1000.slice/session-2.scope", {}},
       {"/system.slice/docker.service", {}},
-      {"/docker/" + id.substr(1), {}},                   // 63 digits
-      {"/kubepods/burstable/pod" + uid, {}},             // the pod's own cgroup
+      {"/docker/" + id.substr(1), {}},                  // 63 digits
+      {"/kubepods/burstable/pod" + uid, {}},            // the pod's own cgroup
       {"/system.slice/docker-" + id2 + "x.scope", {}},  // not hex
   };
   for (const auto& [path, want] : cases) {
@@ -314,8 +316,8 @@ TEST(OtlpTest, UserFramesInTheirBinarysMappingByFileOffset) {
             "aabbccddeeff00112233445566778899aabbccdd");
   const auto& samples = r.resources.at(0).profiles.at(0).samples;
   EXPECT_EQ(r.frames(samples.at(0)),
-            (std::vector<std::string>{"schedule@ffffffff81000010",
-                                      "do_syscall_64@ffffffff81000100", "inl@1130", "@7ffff000"}));
+            (std::vector<std::string>{"schedule@ffffffff81000010", "do_syscall_64@ffffffff81000100",
+                                      "inl@1130", "@7ffff000"}));
   // The inlined function and the one it is inlined into: two lines, file:line on the first.
   const auto lines =
       messages(r.locations.at(varints_of(r.stacks.at(one(samples[0], otlp::kStackIndex)),

@@ -217,7 +217,9 @@ class Request {
     const Frame& f = snap_.frames[frame];
     ProtoWriter loc;
     if (!f.user) {
-      if (!kernel_mapping_) kernel_mapping_ = new_mapping({"[kernel.kallsyms]", snap_.kernel.build_id, f.addr, f.addr + 1});
+      if (!kernel_mapping_)
+        kernel_mapping_ =
+            new_mapping({"[kernel.kallsyms]", snap_.kernel.build_id, f.addr, f.addr + 1});
       MappingState& m = mappings_[kernel_mapping_];
       m.start = std::min(m.start, f.addr);
       m.limit = std::max(m.limit, f.addr + 1);
@@ -341,8 +343,7 @@ class Request {
     p.message(o::kSampleType, sample_type);
     p.append(samples);
     if (opt_.time_nanos) p.fixed64(o::kTimeUnixNano, static_cast<uint64_t>(opt_.time_nanos));
-    if (opt_.duration_nanos)
-      p.varint(o::kDurationNano, static_cast<uint64_t>(opt_.duration_nanos));
+    if (opt_.duration_nanos) p.varint(o::kDurationNano, static_cast<uint64_t>(opt_.duration_nanos));
     if (opt_.profile_hz) {
       p.message(o::kPeriodType, value_type("cpu", "nanoseconds"));
       p.varint(o::kPeriod, 1000000000ull / opt_.profile_hz);
@@ -371,10 +372,9 @@ class Request {
     scope.bytes(o::kName, "stackmapd");
     ProtoWriter scope_profiles;
     scope_profiles.message(o::kScope, scope);
-    scope_profiles.message(
-        o::kProfiles,
-        profile(opt_.profile_hz ? value_type("samples", "count") : value_type("events", "count"),
-                r.counts));
+    scope_profiles.message(o::kProfiles, profile(opt_.profile_hz ? value_type("samples", "count")
+                                                                 : value_type("events", "count"),
+                                                 r.counts));
     if (!snap_.weight_unit.empty()) {
       auto [type, unit] = weight_type(snap_.weight_unit);
       scope_profiles.message(o::kProfiles, profile(value_type(type, unit), r.weights));

@@ -61,7 +61,11 @@ enum Location : uint32_t { kMappingIndex = 1, kAddress = 2, kLines = 3 };
 // profiles/v1development/profiles.proto (Line)
 enum Line : uint32_t { kFunctionIndex = 1, kLine = 2 };
 // profiles/v1development/profiles.proto (Function)
-enum Function : uint32_t { kNameStrindex = 1, kSystemNameStrindex = 2, kFunctionFilenameStrindex = 3 };
+enum Function : uint32_t {
+  kNameStrindex = 1,
+  kSystemNameStrindex = 2,
+  kFunctionFilenameStrindex = 3
+};
 // profiles/v1development/profiles.proto (KeyValueAndUnit)
 enum KeyValueAndUnit : uint32_t { kKeyStrindex = 1, kValue = 2 };
 

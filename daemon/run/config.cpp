@@ -47,6 +47,9 @@ void add_daemon_options(CLI::App& app, DaemonConfig& c) {
   app.add_option("--otlp-interval", c.otlp_interval,
                  "Seconds between OpenTelemetry pushes, each the profile of that time")
       ->capture_default_str();
+  app.add_option("--otlp-timeout", c.otlp_timeout,
+                 "Seconds a push may take to connect, to send, and to be answered (each)")
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -65,6 +68,9 @@ SessionConfig DaemonConfig::session() const {
   if (!(otlp_interval >= 1 && otlp_interval <= 86400))
     throw Error("otlp-interval " + std::to_string(otlp_interval) +
                 " is out of range: use 1 to 86400 seconds");
+  if (!(otlp_timeout >= 0.1 && otlp_timeout <= 600))
+    throw Error("otlp-timeout " + std::to_string(otlp_timeout) +
+                " is out of range: use 0.1 to 600 seconds");
   if (!metrics_textfile.empty() && metrics_textfile[0] != '/')
     throw Error("metrics-textfile '" + metrics_textfile + "' must be an absolute path");
   // A loader's pins outlive the daemon already, and are the loader's to remove.

@@ -37,6 +37,7 @@ struct DaemonConfig : SessionOptions {
   std::string metrics_textfile;          // Prometheus text rewritten at every snapshot; empty: off
   std::string otlp_endpoint;  // OpenTelemetry profiles pushed here (otlp_sender.h); empty: off
   double otlp_interval = 60;  // seconds between pushes
+  double otlp_timeout = 10;   // seconds each of connect, send and response may take
   std::string config_path = kDefaultConfig;
 
   // Checks every value; throws Error naming the bad one.

@@ -141,8 +141,8 @@ void OtlpSender::send_front(std::unique_lock<std::mutex>& lock) {
                            0, std::max<int64_t>(half.count(), 0))(jitter));
     if (r.retry_after_s)
       wait = std::max<std::chrono::milliseconds>(
-          wait, std::min<std::chrono::seconds>(std::chrono::seconds(*r.retry_after_s),
-                                               kMaxRetryAfter));
+          wait,
+          std::min<std::chrono::seconds>(std::chrono::seconds(*r.retry_after_s), kMaxRetryAfter));
     backoff = std::min(backoff * 2, opt_.backoff_max);
     // A job that comes meanwhile is encoded now, not after the wait.
     const auto until = std::chrono::steady_clock::now() + wait;

@@ -51,7 +51,16 @@ class OtlpSender {
   const HttpUrl& url() const { return opt_.url; }
 
  private:
-  enum Result { kOk, kServerError, kThrottled, kRejected, kTimeout, kNetworkError, kGivenUp, kResults };
+  enum Result {
+    kOk,
+    kServerError,
+    kThrottled,
+    kRejected,
+    kTimeout,
+    kNetworkError,
+    kGivenUp,
+    kResults
+  };
   void work();
   void run_job(std::unique_lock<std::mutex>& lock);
   // Sends the queue's front until it is taken, rejected or given up.

@@ -81,6 +81,7 @@ class Service {
   std::unique_ptr<OtlpSender> otlp_;
   EventLoop::Id otlp_timer_ = 0;
   std::string otlp_endpoint_;
+  double otlp_timeout_ = 0;
   double otlp_interval_ = 0;
   std::shared_ptr<OtlpPush> otlp_push_;
 };

@@ -27,11 +27,11 @@ EventLoop::Clock::duration seconds(double s) {
 
 }  // namespace
 
-// At start and after each reload: a new endpoint gets a new sender (the old
-// one's queue is dropped, its request under way cancelled); a new interval
-// only moves the timer.
+// At start and after each reload: a new endpoint or timeout gets a new
+// sender (the old one's queue is dropped, its request under way cancelled);
+// a new interval only moves the timer.
 void Service::configure_otlp() {
-  if (config_.otlp_endpoint == otlp_endpoint_) {
+  if (config_.otlp_endpoint == otlp_endpoint_ && config_.otlp_timeout == otlp_timeout_) {
     if (otlp_timer_ && config_.otlp_interval != otlp_interval_)
       loop_.set_period(otlp_timer_, seconds(config_.otlp_interval));
     otlp_interval_ = config_.otlp_interval;
@@ -42,9 +42,13 @@ void Service::configure_otlp() {
   otlp_.reset();
   otlp_endpoint_ = config_.otlp_endpoint;
   otlp_interval_ = config_.otlp_interval;
+  otlp_timeout_ = config_.otlp_timeout;
   if (otlp_endpoint_.empty()) return;
   OtlpSender::Options opt;
   opt.url = HttpUrl::parse(otlp_endpoint_, "otlp-endpoint");
+  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(otlp_timeout_));
+  opt.timeouts = {timeout, timeout, timeout};
   otlp_ = std::make_unique<OtlpSender>(opt);
   // The first push holds what the table gained since now.
   if (!otlp_push_) {

@@ -170,8 +170,9 @@ HttpPostResult http_post(const HttpUrl& url, std::string_view content_type, std:
       continue;
     }
     if (n < 0 && errno != EAGAIN && errno != EINTR)
-      return failure(errno == ECONNRESET || errno == EPIPE ? "connection reset while sending"
-                                                           : std::string("send: ") + strerror(errno));
+      return failure(errno == ECONNRESET || errno == EPIPE
+                         ? "connection reset while sending"
+                         : std::string("send: ") + strerror(errno));
     const int ready = wait_for(fd.get(), POLLOUT, send_deadline, cancel_fd);
     if (ready < 0) return failure("cancelled");
     if (ready == 0) return failure("timed out sending", true);
@@ -189,14 +190,16 @@ HttpPostResult http_post(const HttpUrl& url, std::string_view content_type, std:
     }
     if (n == 0) break;
     if (errno != EAGAIN && errno != EINTR)
-      return failure(errno == ECONNRESET ? "connection reset" : std::string("recv: ") + strerror(errno));
+      return failure(errno == ECONNRESET ? "connection reset"
+                                         : std::string("recv: ") + strerror(errno));
     const int ready = wait_for(fd.get(), POLLIN, receive_deadline, cancel_fd);
     if (ready < 0) return failure("cancelled");
     if (ready == 0) return failure("timed out waiting for the response", true);
   }
   const size_t head_end = response.find("\r\n\r\n");
   if (head_end == std::string::npos)
-    return failure(response.empty() ? "connection closed without a response" : "incomplete response");
+    return failure(response.empty() ? "connection closed without a response"
+                                    : "incomplete response");
   return parse_head(std::string_view(response).substr(0, head_end + 2));
 }
 
