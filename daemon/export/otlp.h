@@ -24,12 +24,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "daemon/export/frame_names.h"
+#include "daemon/model/container_id.h"
 #include "daemon/model/snapshot.h"
 
 namespace stackmapd {
@@ -51,17 +50,5 @@ struct OtlpOptions {
 // never comes near the limit (its frames are capped at 127 + 127).
 std::vector<std::string> encode_otlp(const Snapshot& snap, const FrameNames& names,
                                      const OtlpOptions& opt);
-
-// A container's identity as its cgroup path shows it: docker
-// (/docker/<id>, docker-<id>.scope), containerd/cri (cri-containerd-<id>.scope),
-// CRI-O (crio-<id>.scope) and kubepods (/kubepods/burstable/pod<uid>/<id>,
-// kubepods-burstable-pod<uid>.slice/...). An id is 64 hex digits; a pod uid
-// is written with dashes. Both empty: not a container's.
-struct ContainerIdentity {
-  std::string container_id, pod_uid;
-  bool operator==(const ContainerIdentity&) const = default;
-  auto operator<=>(const ContainerIdentity&) const = default;
-};
-ContainerIdentity container_of_cgroup(std::string_view path);
 
 }  // namespace stackmapd
