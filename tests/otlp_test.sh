@@ -52,7 +52,7 @@ check "session: the file is private (0640: raw kernel addresses)" \
   '[ "$(stat -c %a "$tmp/s.pb")" = 640 ]'
 decoded s
 events=$(j 'sum(s["ref_count"] for s in d["stacks"])' "$tmp/s/stack_map.json")
-weight=$(j 'sum(s.get("weight", 0) for s in d["stacks"])' "$tmp/s/stack_map.json")
+weight=$(j 'sum(s.get("sum", 0) for s in d["stacks"])' "$tmp/s/stack_map.json")
 echo "figures: $(cat "$tmp/s.json"); JSON export: $events events, $weight ns; $(stat -c %s "$tmp/s.pb") bytes"
 # f EXPR NAME: a figure of $tmp/NAME.json (the summary).
 f() { j "$1" "$tmp/$2.json"; }
