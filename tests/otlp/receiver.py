@@ -7,8 +7,8 @@ Answers its first requests as SCRIPT says, one word each, then 200 to all:
   400     Bad Request
   hang    reads the request, never answers (the client's timeout ends it)
   reset   reads the head, then closes with a TCP reset
-Each request it reads is logged to LOG as "TIME_S WORD PATH CONTENT_TYPE BYTES";
-the bodies answered 200 are saved as OUT_DIR/N.pb.
+Each request it reads is logged to LOG as "TIME_S WORD PATH CONTENT_TYPE BYTES",
+and its body saved as OUT_DIR/N.pb (N from 0, in the order they came).
 Usage: receiver.py PORT LOG OUT_DIR SCRIPT...
 """
 import socket
@@ -60,6 +60,7 @@ def serve(conn, n, word):
     line, headers, body, length = req
     if word != "reset":
         body = read_body(conn, body, length)
+        open(f"{out_dir}/{n}.pb", "wb").write(body)
     log.write(f"{time.monotonic():.3f} {word} {line.split()[1]} "
               f"{headers.get('content-type', '-')} {length}\n")
     if word == "reset":
@@ -74,7 +75,6 @@ def serve(conn, n, word):
     elif word in ("503", "400"):
         answer(conn, int(word))
     else:
-        open(f"{out_dir}/{n}.pb", "wb").write(body)
         answer(conn, 200)
     conn.close()
 
