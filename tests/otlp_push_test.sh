@@ -98,9 +98,11 @@ words=$(awk '{printf "%s ", $2}' "$tmp/receiver.log" | cut -d' ' -f5-7)
 check "a 400 is not retried: the next request is another ($words)" \
   '[ "$words" = "200 400 200" ] && ! cmp -s "$tmp/got/5.pb" "$tmp/got/6.pb"'
 check "the 400 was said in one line" '[ "$(grep -c "answered HTTP 400" "$tmp/daemon.err")" -eq 1 ]'
-for r in server_error throttled timeout network_error rejected; do
+for r in server_error throttled timeout rejected; do
   check "stackmapd_otlp_requests_total{result=\"$r\"} is 1 ($(counter $r))" '[ "$(counter $r)" = 1 ]'
 done
+check "stackmapd_otlp_requests_total{result=\"network_error\"} counts the reset ($(counter network_error))" \
+  '[ "$(counter network_error)" -ge 1 ]'
 ok=$(counter ok)
 check "stackmapd_otlp_requests_total{result=\"ok\"} counts the 200s ($ok of $(grep -c ' 200 ' "$tmp/receiver.log"))" \
   '[ "${ok:-0}" -ge 1 ] && [ "$ok" -le "$(grep -c " 200 " "$tmp/receiver.log")" ]'
