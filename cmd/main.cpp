@@ -26,6 +26,7 @@
 #include "daemon/symbols/kernel_probe.h"
 #include "daemon/symbols/symbol_sources.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/host_name.h"
 #include "daemon/sys/logging.h"
 #include "daemon/sys/preflight.h"
 #include "daemon/tracefs/tracefs_session.h"
@@ -44,6 +45,7 @@ struct TraceArgs : SessionOptions {
   std::string folded;
   std::string svg;
   std::string pprof;
+  std::string otlp;
   std::string perfetto;
   std::optional<double> duration;
   std::string output;
@@ -98,6 +100,8 @@ OutputPlan session_outputs(const TraceArgs& args) {
     plan.add(
         OutputKind::pprof, args.pprof,
         "wrote the pprof profile to " + args.pprof + " (go tool pprof -top " + args.pprof + ")");
+  if (!args.otlp.empty())
+    plan.add(OutputKind::otlp, args.otlp, "wrote the OpenTelemetry profile to " + args.otlp);
   if (args.top) plan.add(OutputKind::top);
   if (plan.empty() && args.trace.empty() && args.perfetto.empty()) plan.add(OutputKind::text);
   return plan;
@@ -119,7 +123,8 @@ int run_trace(const TraceArgs& args) {
   if (args.top && args.events.empty() && args.functions.empty() && !args.profile_hz &&
       args.by.empty() && args.sum.empty() && !args.offcpu && args.output.empty() &&
       !args.duration && args.trace.empty() && args.perfetto.empty() && args.pprof.empty() &&
-      args.folded.empty() && args.svg.empty() && args.pids.empty() && !args.cpu) {
+      args.otlp.empty() && args.folded.empty() && args.svg.empty() && args.pids.empty() &&
+      !args.cpu) {
     if (auto reply = control_request(args.socket, "top " + std::to_string(*args.top))) {
       std::cout << *reply;
       return 0;
@@ -157,6 +162,10 @@ int run_trace(const TraceArgs& args) {
   ctx.pprof.profile_hz = args.profile_hz;
   ctx.pprof.time_nanos = std::chrono::nanoseconds(recording.start.time_since_epoch()).count();
   ctx.pprof.duration_nanos = std::chrono::nanoseconds(recording.end - recording.start).count();
+  ctx.otlp.profile_hz = args.profile_hz;
+  ctx.otlp.time_nanos = ctx.pprof.time_nanos;
+  ctx.otlp.duration_nanos = ctx.pprof.duration_nanos;
+  ctx.otlp.host_name = host_name();
   // The session is over and cannot be had again: an output that fails (a full
   // disk) is said in one line, the others are still written, and the exit says so.
   bool failed = false;
@@ -226,6 +235,8 @@ int main(int argc, char** argv) {
   app.add_option("--svg", trace_args.svg, "At the end, write an SVG flame graph to FILE");
   app.add_option("--pprof", trace_args.pprof,
                  "At the end, write a gzipped pprof profile to FILE (go tool pprof, Pyroscope)");
+  app.add_option("--otlp", trace_args.otlp,
+                 "At the end, write an OpenTelemetry profile (OTLP protobuf) to FILE");
   app.add_option("--duration", trace_args.duration,
                  "Seconds to trace (default: 5 with --top, else until SIGINT/SIGTERM)");
   app.add_option("--output", trace_args.output,
@@ -253,6 +264,8 @@ int main(int argc, char** argv) {
   decode->add_option(
       "--pprof", decode_args.pprof,
       "Write a gzipped pprof profile to FILE (with --by's labels from a JSON export)");
+  decode->add_option("--otlp", decode_args.otlp,
+                     "Write an OpenTelemetry profile (OTLP protobuf) to FILE");
   decode
       ->add_option("--top", decode_args.top,
                    "Only the N stacks with the highest ref_count (0: all, in file order)")

@@ -291,7 +291,7 @@ check "decode of stack_map_bin gives the same folded stacks" 'cmp -s "$tmp/flame
 # One rule for stdout: the stack_map text goes there only when no other output is asked for.
 "$BIN" --duration 1 > "$tmp/plain.out" 2> /dev/null
 check "no output asked for: the stack_map text on stdout" 'grep -q "^stack_id " "$tmp/plain.out"'
-for opt in "--top 3" "--folded $tmp/r.folded" "--svg $tmp/r.svg" "--pprof $tmp/r.pb.gz" \
+for opt in "--top 3" "--folded $tmp/r.folded" "--svg $tmp/r.svg" "--pprof $tmp/r.pb.gz" "--otlp $tmp/r.pb" \
   "--perfetto $tmp/r.pftrace" "--trace $tmp/r.trace" "--output $tmp/r.out" "--trace -" "--folded -"; do
   "$BIN" --duration 1 $opt > "$tmp/rule.out" 2> /dev/null
   rc=$?

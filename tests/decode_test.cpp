@@ -231,8 +231,8 @@ TEST_F(Decode, JsonExportGivesFlameGraphsAndPprofOnly) {
   o.file = dir_ + "/stack_map.json";
   write(o.file, R"({"stacks": [{"ref_count": 7, "symbols": ["leaf+0x1/0x2", "root+0x3/0x4"]}]})");
   EXPECT_EQ(error_of(o), o.file +
-                             " is a JSON export: decode reads it for --folded, --svg and --pprof "
-                             "only; for text, decode its stack_map_bin");
+                             " is a JSON export: decode reads it for --folded, --svg, --pprof and "
+                             "--otlp only; for text, decode its stack_map_bin");
   o.folded = dir_ + "/out.folded";
   o.svg = dir_ + "/out.svg";
   EXPECT_EQ(decode_to_string(o), "");

@@ -16,7 +16,7 @@ namespace stackmapd::testing {
 struct Field {
   uint32_t number;
   uint32_t wire_type;
-  uint64_t value;          // varint
+  uint64_t value;          // varint, fixed64
   std::string_view bytes;  // length-delimited
 };
 
@@ -39,6 +39,10 @@ inline std::vector<Field> parse_message(std::string_view in) {
     Field f{static_cast<uint32_t>(tag >> 3), static_cast<uint32_t>(tag & 7), 0, {}};
     if (f.wire_type == 0) {
       f.value = read_varint(in);
+    } else if (f.wire_type == 1) {
+      if (in.size() < 8) throw std::runtime_error("truncated fixed64");
+      for (int i = 0; i < 8; ++i) f.value |= uint64_t{static_cast<uint8_t>(in[i])} << (8 * i);
+      in.remove_prefix(8);
     } else if (f.wire_type == 2) {
       const uint64_t n = read_varint(in);
       if (n > in.size()) throw std::runtime_error("truncated field");

@@ -33,6 +33,7 @@ void decode(const DecodeOptions& o, std::ostream& out) {
   if (!o.folded.empty()) plan.add(OutputKind::folded, o.folded);
   if (!o.svg.empty()) plan.add(OutputKind::svg, o.svg);
   if (!o.pprof.empty()) plan.add(OutputKind::pprof, o.pprof);
+  if (!o.otlp.empty()) plan.add(OutputKind::otlp, o.otlp);
   plan.check_writable();
   const std::string title = std::filesystem::path(o.file).filename().string();
   if (is_json_export(o.file)) {
@@ -45,9 +46,10 @@ void decode(const DecodeOptions& o, std::ostream& out) {
       throw Error("--user-symbols-from: " + o.file +
                   " has no user stacks; record with --user-stacks, or drop the option");
     if (!user_stacks && plan.empty())
-      throw Error(o.file +
-                  " is a JSON export: decode reads it for --folded, --svg and --pprof only; "
-                  "for text, decode its stack_map_bin");
+      throw Error(
+          o.file +
+          " is a JSON export: decode reads it for --folded, --svg, --pprof and --otlp only; "
+          "for text, decode its stack_map_bin");
     // User frames after the kernel's: --top, --folded, --svg and --pprof from the snapshot.
     if (!o.user_symbols_from.empty()) resymbolize_user_stacks(doc.snap.user, o.user_symbols_from);
     if (user_stacks && (o.top || plan.empty())) plan.add(OutputKind::top);
@@ -78,7 +80,7 @@ void decode(const DecodeOptions& o, std::ostream& out) {
     if (stacks.size() > *o.top) stacks.resize(*o.top);
   }
   intern_callstacks(snap);
-  if (o.folded != "-" && o.pprof.empty())
+  if (o.folded != "-" && o.pprof.empty() && o.otlp.empty())
     plan.add(o.json ? OutputKind::stacks_json : OutputKind::text);
   OutputContext ctx(snap, ks);
   ctx.title = title;

@@ -21,6 +21,7 @@ struct DecodeOptions {
   std::string folded;         // --folded FILE, "-": to `out` instead of the text
   std::string svg;            // --svg FILE
   std::string pprof;          // --pprof FILE: labels and weights only from a JSON export
+  std::string otlp;           // --otlp FILE: attributes and weights only from a JSON export
   std::optional<size_t> top;  // only the N stacks with the highest ref_count; 0: all
   OfflineSymbols symbols;     // --kallsyms, --vmlinux, --kernel-info
   // --user-symbols-from DIR: a JSON export's user frames symbolized again

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <ostream>
 
 #include "daemon/export/exports.h"
@@ -26,7 +27,16 @@ std::string flame_svg(OutputContext& ctx) {
 }
 
 // The registry: one entry per output, in OutputKind's order (a plan's order).
-constexpr std::array<OutputSpec, 12> kOutputs = {{
+// --otlp FILE: the whole snapshot as one ExportProfilesServiceRequest (a
+// ProfilesData too); only the push splits at the receivers' limit.
+std::string otlp_file(OutputContext& ctx) {
+  OtlpOptions opt = ctx.otlp;
+  opt.max_request_bytes = SIZE_MAX;
+  std::vector<std::string> requests = encode_otlp(ctx.snap, ctx.frames(), opt);
+  return requests.empty() ? std::string() : std::move(requests.front());
+}
+
+constexpr std::array<OutputSpec, 13> kOutputs = {{
     {K::exports, "--output", nullptr, Target::directory, nullptr, false, nullptr},
     {K::fsmb, "stack_map_bin", nullptr, Target::file, "stack_map_bin", false,
      [](OutputContext& c) { return fsmb_encode(c.snap.stacks); }},
@@ -43,6 +53,7 @@ constexpr std::array<OutputSpec, 12> kOutputs = {{
     {K::svg, "--folded/--svg", "--svg", Target::file, nullptr, false, flame_svg},
     {K::pprof, "--pprof", "--pprof", Target::file, nullptr, false,
      [](OutputContext& c) { return encode_pprof(c.snap, c.frames(), c.pprof); }},
+    {K::otlp, "--otlp", "--otlp", Target::file, nullptr, false, otlp_file},
     {K::top, "--top", nullptr, Target::stream, nullptr, false,
      [](OutputContext& c) { return format_top(c.snap, c.top, c.frames()); }},
     {K::text, "stack_map", nullptr, Target::stream, nullptr, false,

@@ -28,6 +28,7 @@
 #include "daemon/export/breakdown.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/flamegraph.h"
+#include "daemon/export/otlp.h"
 #include "daemon/export/pprof.h"
 #include "daemon/model/snapshot.h"
 
@@ -46,6 +47,7 @@ enum class OutputKind : uint8_t {
   folded,       // --folded FILE, "-": the stream
   svg,          // --svg FILE
   pprof,        // --pprof FILE
+  otlp,         // --otlp FILE
   top,          // --top N on the stream
   text,         // the text export on the stream: the view when nothing else is asked
   stacks_json,  // decode --json: the stacks as JSON on the stream
@@ -65,7 +67,8 @@ class OutputContext {
   std::string title;           // the flame graph's
   JsonOptions json;            // stack_map.json's
   PprofOptions pprof;
-  size_t top = 0;  // --top's N, 0: all
+  OtlpOptions otlp;  // a file is one request, whatever its size
+  size_t top = 0;    // --top's N, 0: all
 
   // The flame graph's stacks (flame_stacks), made once for --folded and --svg.
   const std::vector<SymbolizedStack>& flame();

@@ -22,6 +22,11 @@ void ProtoWriter::bytes(uint32_t field, std::string_view value) {
   data_.append(value);
 }
 
+void ProtoWriter::fixed64(uint32_t field, uint64_t value) {
+  tag(field, kFixed64);
+  for (int i = 0; i < 8; ++i) data_ += static_cast<char>(value >> (8 * i));
+}
+
 void ProtoWriter::packed_varints(uint32_t field, const std::vector<uint64_t>& values) {
   if (values.empty()) return;
   std::string packed;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 // A protobuf message written field by field in the wire format
-// (protobuf.dev/programming-guides/encoding): enough for pprof's profile.proto
-// and Perfetto's trace packets without libprotobuf, which the static arm64
+// (protobuf.dev/programming-guides/encoding): enough for pprof's profile.proto,
+// Perfetto's trace packets and OTLP profiles without libprotobuf, which the static arm64
 // build could not link. Nested messages are built in their own writer and
 // copied in with their length, so a writer holds only its own bytes.
 #pragma once
@@ -18,6 +18,7 @@ class ProtoWriter {
   // uint32/64, int32/64 (non-negative), bool, enum; 0 is written too.
   void varint(uint32_t field, uint64_t value);
   void bytes(uint32_t field, std::string_view value);  // string, bytes
+  void fixed64(uint32_t field, uint64_t value);        // fixed64, little-endian
   void message(uint32_t field, const ProtoWriter& m) { bytes(field, m.data_); }
   // Fields written elsewhere, appended as they are (a message is its fields back to back).
   void append(const ProtoWriter& fields) { data_ += fields.data_; }
@@ -33,7 +34,7 @@ class ProtoWriter {
   static void append_varint(std::string& out, uint64_t value);
 
  private:
-  enum WireType : uint32_t { kVarint = 0, kLengthDelimited = 2 };
+  enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2 };
   void tag(uint32_t field, WireType type) { append_varint(data_, uint64_t{field} << 3 | type); }
 
   std::string data_;

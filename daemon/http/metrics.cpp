@@ -151,6 +151,18 @@ std::string format_metrics(const MetricsInput& in) {
   w.family("stackmapd_bpf_program_runs_total", "counter",
            "Runs of the BPF programs, by role, while kernel.bpf_stats_enabled was set.");
   for (const auto& p : in.programs) w.sample(p.run_cnt, label("program", p.role));
+  if (in.otlp) {
+    w.family("stackmapd_otlp_requests_total", "counter",
+             "OpenTelemetry profile push attempts, by result.");
+    for (const auto& [result, n] : in.otlp->requests) w.sample(n, label("result", result));
+    w.one("stackmapd_otlp_queue_dropped_total", "counter",
+          "OpenTelemetry profile requests dropped, oldest first, because the queue was full.",
+          in.otlp->queue_dropped);
+    w.one("stackmapd_otlp_sent_bytes_total", "counter",
+          "Bytes of OpenTelemetry profile requests a receiver accepted.", in.otlp->sent_bytes);
+    w.one("stackmapd_otlp_queued_requests", "gauge",
+          "OpenTelemetry profile requests waiting to be sent.", in.otlp->queued);
+  }
 
   if (in.process) {
     const ProcessStats& ps = *in.process;

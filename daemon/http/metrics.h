@@ -28,12 +28,24 @@ struct ProcessStats {
   double start_time_seconds = 0;  // since the epoch
 };
 
+// The OpenTelemetry push's counters (daemon/run/otlp_sender.h), since the daemon started.
+struct OtlpCounters {
+  // Attempts by result: ok, server_error (5xx), throttled (429), rejected
+  // (other 4xx: not retried), timeout, network_error; given_up: requests
+  // dropped after their last attempt.
+  std::vector<std::pair<std::string, uint64_t>> requests;
+  uint64_t queue_dropped = 0;  // requests dropped from the full queue, oldest first
+  uint64_t sent_bytes = 0;     // bodies a receiver accepted
+  uint64_t queued = 0;         // requests waiting now
+};
+
 struct MetricsInput {
   TableStats stats;
   std::vector<std::pair<std::string, uint64_t>> source_events;  // recorded, by source name
   uint64_t ring_used_bytes = 0, ring_size_bytes = 0;
   bool bpf_stats_enabled = false;  // kernel.bpf_stats_enabled: programs' run time is counted
   std::vector<ProgramStats> programs;
+  std::optional<OtlpCounters> otlp;  // none when otlp-endpoint is unset
   // None in the textfile: node-exporter exports its own process_* series,
   // and drops a textfile's family of the same name (an error in its log).
   std::optional<ProcessStats> process;

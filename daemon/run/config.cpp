@@ -10,6 +10,7 @@
 
 #include "daemon/export/exports.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/http_post.h"
 #include "daemon/sys/listen_address.h"
 
 namespace stackmapd {
@@ -40,6 +41,15 @@ void add_daemon_options(CLI::App& app, DaemonConfig& c) {
   app.add_option("--metrics-textfile", c.metrics_textfile,
                  "Write the Prometheus metrics to this file at every snapshot, for "
                  "node-exporter's textfile collector (default: off)");
+  app.add_option("--otlp-endpoint", c.otlp_endpoint,
+                 "Push OpenTelemetry profiles (OTLP/HTTP protobuf) to "
+                 "http://HOST:PORT/v1development/profiles (default: off)");
+  app.add_option("--otlp-interval", c.otlp_interval,
+                 "Seconds between OpenTelemetry pushes, each the profile of that time")
+      ->capture_default_str();
+  app.add_option("--otlp-timeout", c.otlp_timeout,
+                 "Seconds a push may take to connect, to send, and to be answered (each)")
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -54,6 +64,13 @@ SessionConfig DaemonConfig::session() const {
   if (export_dir.empty() || export_dir[0] != '/')
     throw Error("export-dir '" + export_dir + "' must be an absolute path");
   if (!listen.empty()) ListenAddress::parse(listen);
+  if (!otlp_endpoint.empty()) HttpUrl::parse(otlp_endpoint, "otlp-endpoint");
+  if (!(otlp_interval >= 1 && otlp_interval <= 86400))
+    throw Error("otlp-interval " + std::to_string(otlp_interval) +
+                " is out of range: use 1 to 86400 seconds");
+  if (!(otlp_timeout >= 0.1 && otlp_timeout <= 600))
+    throw Error("otlp-timeout " + std::to_string(otlp_timeout) +
+                " is out of range: use 0.1 to 600 seconds");
   if (!metrics_textfile.empty() && metrics_textfile[0] != '/')
     throw Error("metrics-textfile '" + metrics_textfile + "' must be an absolute path");
   // A loader's pins outlive the daemon already, and are the loader's to remove.

@@ -35,6 +35,9 @@ struct DaemonConfig : SessionOptions {
   uint64_t history_max_kb = 0;           // keep past stack_map_bin in export-dir/history; 0 = off
   std::string listen;                    // HTTP endpoints (daemon/run/http_endpoints.h); empty: off
   std::string metrics_textfile;          // Prometheus text rewritten at every snapshot; empty: off
+  std::string otlp_endpoint;  // OpenTelemetry profiles pushed here (otlp_sender.h); empty: off
+  double otlp_interval = 60;  // seconds between pushes
+  double otlp_timeout = 10;   // seconds each of connect, send and response may take
   std::string config_path = kDefaultConfig;
 
   // Checks every value; throws Error naming the bad one.

@@ -13,16 +13,11 @@
 #include "daemon/http/flame_json.h"
 #include "daemon/http/page.h"
 #include "daemon/symbols/kallsyms.h"
+#include "daemon/sys/host_name.h"
 
 namespace stackmapd {
 
 namespace {
-
-std::string host_name() {
-  char buf[256] = {};
-  gethostname(buf, sizeof(buf) - 1);
-  return buf;
-}
 
 http::Response ok(std::string content_type, std::string body) {
   http::Response r;

@@ -151,6 +151,7 @@ void Service::run() {
   export_timer_ = loop_.every(std::chrono::duration_cast<clock::duration>(
                                   std::chrono::duration<double>(config_.snapshot_interval)),
                               [this] { export_on_timer(); });
+  configure_otlp();
   // The watchdog hears from the loop itself: a stalled loop is restarted.
   uint64_t watchdog_usec = 0;
   if (sd_watchdog_enabled(0, &watchdog_usec) > 0) {

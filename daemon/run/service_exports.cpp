@@ -32,6 +32,7 @@ void Service::post_export() {
     session_->drain(0);
     http::MetricsInput in = collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
     in.process.reset();  // no process_* (metrics.h): node-exporter has its own
+    if (otlp_) in.otlp = otlp_->counters();
     metrics = http::format_metrics(in);
   }
   exports_.post([cut = cut(), ksyms = ksyms_, dir = config_.export_dir, group = config_.group_id(),
@@ -50,7 +51,9 @@ std::unique_ptr<HttpEndpoints> Service::open_http(const DaemonConfig& c) {
   source.cut = [this] { return cut(); };
   source.metrics = [this] {
     session_->drain(0);
-    return collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
+    http::MetricsInput in = collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
+    if (otlp_) in.otlp = otlp_->counters();
+    return in;
   };
   source.symbols = [this] { return ksyms_; };
   // Read at each request: a reload may change the interval and keep the listener.
@@ -71,6 +74,7 @@ void Service::write_metrics_textfile() {
   session_->drain(0);
   http::MetricsInput in = collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
   in.process.reset();
+  if (otlp_) in.otlp = otlp_->counters();
   write_file_atomic(config_.metrics_textfile, http::format_metrics(in), 0644);
 }
 

@@ -2,7 +2,8 @@
 // The service's one object (service.h), its files by job: service.cpp
 // (start, the loop, stop), service_control.cpp (the control requests and
 // reset), service_reload.cpp (reload, symbols), service_exports.cpp (the
-// timed exports, the metrics textfile, the HTTP endpoints' source).
+// timed exports, the metrics textfile, the HTTP endpoints' source),
+// service_otlp.cpp (the OpenTelemetry push).
 #pragma once
 
 #include <memory>
@@ -18,6 +19,7 @@
 #include "daemon/run/control.h"
 #include "daemon/run/export_worker.h"
 #include "daemon/run/http_endpoints.h"
+#include "daemon/run/otlp_sender.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/event_loop.h"
 
@@ -49,6 +51,9 @@ class Service {
   void watch_session();
   void after_reload();
   void export_on_timer();
+  // otlp-endpoint: the sender and its timer as the config says (service_otlp.cpp).
+  void configure_otlp();
+  void push_otlp();
   const Kallsyms* symbols() const { return ksyms_.get(); }
 
   std::vector<std::string> args_;
@@ -67,6 +72,18 @@ class Service {
   std::unique_ptr<HttpEndpoints> http_;  // --listen; after loop_, so it goes first
   std::string export_error_;             // the last timed export's failure, said once
   ExportWorker exports_;                 // the timed exports' files, off the loop
+  // The push's: the sender and its timer, the endpoint and interval they run
+  // with, and the last pushed snapshot (touched by the sender's jobs only).
+  struct OtlpPush {
+    std::optional<Snapshot> last;
+    int64_t last_nanos = 0;
+  };
+  std::unique_ptr<OtlpSender> otlp_;
+  EventLoop::Id otlp_timer_ = 0;
+  std::string otlp_endpoint_;
+  double otlp_timeout_ = 0;
+  double otlp_interval_ = 0;
+  std::shared_ptr<OtlpPush> otlp_push_;
 };
 
 }  // namespace stackmapd

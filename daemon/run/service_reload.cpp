@@ -126,6 +126,7 @@ std::string Service::reload() {
 
 void Service::after_reload() {
   watch_session();
+  configure_otlp();
   // Only a new interval restarts the timer: reloads in a row (a SIGHUP storm)
   // would otherwise put the next export off for as long as they come.
   if (export_timer_ && config_.snapshot_interval != export_interval_) {

@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: GPL-2.0
+"""What tests/otlp_test.sh checks in a request as `protoc --decode` prints it.
+
+Reads protoc's text format (any message nesting: `name {` ... `}` and
+`name: value` lines) and prints one JSON object: totals per sample type,
+the tables' sizes, distinct locations, the attribute and resource keys, and
+whether every index is within its table.
+Usage: summary.py DECODED_TEXT
+"""
+import json
+import sys
+
+
+def parse(lines):
+    """The message as {field: [values]}, nested messages as dicts."""
+    root, stack = {}, []
+    node = root
+    for raw in lines:
+        line = raw.strip()
+        if not line:
+            continue
+        if line == "}":
+            node = stack.pop()
+        elif line.endswith("{"):
+            child = {}
+            node.setdefault(line[:-1].strip(), []).append(child)
+            stack.append(node)
+            node = child
+        else:
+            key, _, value = line.partition(": ")
+            value = value.strip()
+            if value.startswith('"'):
+                value = bytes(value[1:-1], "utf-8").decode("unicode_escape")
+            else:
+                value = int(value) if value.lstrip("-").isdigit() else value
+            node.setdefault(key, []).append(value)
+    return root
+
+
+def one(m, field, default=0):
+    return m.get(field, [default])[0]
+
+
+def main():
+    req = parse(open(sys.argv[1]))
+    d = one(req, "dictionary", {})
+    strings = d.get("string_table", [])
+    locations = d.get("location_table", [])
+    stacks = d.get("stack_table", [])
+    attributes = d.get("attribute_table", [])
+    totals, samples, ok = {}, 0, True
+    resources = []
+    for rp in req.get("resource_profiles", []):
+        res = one(rp, "resource", {})
+        resources.append({one(kv, "key", ""): one(one(kv, "value", {}), "string_value", "")
+                          for kv in res.get("attributes", [])})
+        for sp in rp.get("scope_profiles", []):
+            for p in sp.get("profiles", []):
+                vt = one(p, "sample_type", {})
+                name = strings[one(vt, "type_strindex")] + "/" + strings[one(vt, "unit_strindex")]
+                for s in p.get("samples", []):
+                    samples += 1
+                    totals[name] = totals.get(name, 0) + sum(s.get("values", []))
+                    ok &= 0 < one(s, "stack_index") < len(stacks)
+                    ok &= all(0 < a < len(attributes) for a in s.get("attribute_indices", []))
+    for st in stacks[1:]:
+        ok &= all(0 < i < len(locations) for i in st.get("location_indices", []))
+    keys = sorted({strings[one(a, "key_strindex")] for a in attributes[1:]})
+    distinct = {(one(l, "mapping_index"), one(l, "address")) for l in locations[1:]}
+    print(json.dumps({
+        "first_string": strings[0] if strings else None,
+        "strings_unique": len(set(strings)) == len(strings),
+        "totals": totals, "samples": samples, "indices_ok": bool(ok),
+        "locations": len(locations) - 1, "distinct_locations": len(distinct),
+        "stacks": len(stacks) - 1, "attribute_keys": keys, "resources": resources,
+        "kernel_mapping": "[kernel.kallsyms]" in strings,
+    }))
+
+
+main()

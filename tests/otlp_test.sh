@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# --otlp against its consumer's schema, as root on this kernel: protoc
+# decodes a session's file (and decode's, from the session's JSON export)
+# as an ExportProfilesServiceRequest with not one unknown field (a wrong
+# field number shows as a bare number), and what it reads agrees with the
+# JSON export: the events total, the off-CPU total, --by's keys as
+# attributes, each location once, every index within its table.
+# The schema is tests/otlp/profiles.proto, hand-written; with
+# OTLP_PROTO_SRC=DIR (a checkout of open-telemetry/opentelemetry-proto) the
+# repository's own files are used instead.
+#   otlp_test.sh STACKMAPD [PYTHON]
+set -u
+BIN=$1
+PY=${2:-python3}
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$HERE/check_lib.sh"
+command -v protoc > /dev/null || { fail "protoc is missing: run scripts/deps.sh"; exit 1; }
+
+if [ -n "${OTLP_PROTO_SRC:-}" ]; then
+  proto=(-I "$OTLP_PROTO_SRC" opentelemetry/proto/collector/profiles/v1development/profiles_service.proto)
+  type=opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest
+  echo "schema: the real protos under $OTLP_PROTO_SRC"
+else
+  proto=(-I "$HERE/otlp" profiles.proto)
+  type=stackmapd.otlp_test.ExportProfilesServiceRequest
+  echo "schema: tests/otlp/profiles.proto"
+fi
+# j EXPR FILE: a Python expression over the JSON document `d`.
+j() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$2"; }
+
+# decoded NAME: protoc's text of $tmp/NAME.pb, and its summary (tests/otlp/summary.py).
+decoded() {
+  local name=$1  # check's condition sees check's own $1
+  protoc --decode="$type" "${proto[@]}" < "$tmp/$name.pb" > "$tmp/$name.txt" 2> "$tmp/$name.protoc"
+  local rc=$?
+  check "$name: protoc decodes it as $type ($(head -1 "$tmp/$name.protoc"))" '[ $rc -eq 0 ]'
+  check "$name: no unknown field (a number protoc does not know)" \
+    '[ -s "$tmp/$name.txt" ] && ! grep -Eq "^ *[0-9]+( \{|:)" "$tmp/$name.txt"'
+  "$PY" "$HERE/otlp/summary.py" "$tmp/$name.txt" > "$tmp/$name.json"
+}
+
+timeout 60 "$BIN" --offcpu --by pid,comm,cgroup --duration 2 --output "$tmp/s" \
+  --otlp "$tmp/s.pb" > "$tmp/s.out" 2> "$tmp/s.err"
+rc=$?
+check "session: 'stackmapd --offcpu --by pid,comm,cgroup --otlp' exits 0 ($(tail -1 "$tmp/s.err"))" \
+  '[ $rc -eq 0 ]'
+check "session: says where the profile went" 'grep -q "wrote the OpenTelemetry profile to" "$tmp/s.err"'
+check "session: the file is private (0640: raw kernel addresses)" \
+  '[ "$(stat -c %a "$tmp/s.pb")" = 640 ]'
+decoded s
+events=$(j 'sum(s["ref_count"] for s in d["stacks"])' "$tmp/s/stack_map.json")
+weight=$(j 'sum(s.get("sum", 0) for s in d["stacks"])' "$tmp/s/stack_map.json")
+echo "figures: $(cat "$tmp/s.json"); JSON export: $events events, $weight ns; $(stat -c %s "$tmp/s.pb") bytes"
+# f EXPR NAME: a figure of $tmp/NAME.json (the summary).
+f() { j "$1" "$tmp/$2.json"; }
+samples=$(f 'd["samples"]' s)
+check "session: some samples ($samples)" '[ "$samples" -gt 0 ]'
+check "session: events/count totals the JSON export's events ($events)" \
+  '[ "$(f "d[\"totals\"].get(\"events/count\")" s)" = "$events" ]'
+check "session: off_cpu/nanoseconds totals the JSON export's weight ($weight)" \
+  '[ "$(f "d[\"totals\"].get(\"off_cpu/nanoseconds\")" s)" = "$weight" ]'
+keys=$(f '",".join(d["attribute_keys"])' s)
+check "session: --by's keys are the attributes, with the kernel's build id ($keys)" \
+  '[[ "$keys" =~ ^(process.executable.build_id.gnu,)?process.pid,stackmapd.cgroup,thread.name$ ]]'
+check "session: string_table[0] is \"\", each string once" \
+  '[ "$(f "d[\"first_string\"] == \"\" and d[\"strings_unique\"]" s)" = True ]'
+check "session: each location once" \
+  '[ "$(f "d[\"locations\"] == d[\"distinct_locations\"] > 0" s)" = True ]'
+check "session: every index within its table, the kernel's mapping named" \
+  '[ "$(f "d[\"indices_ok\"] and d[\"kernel_mapping\"]" s)" = True ]'
+check "session: service.name and host.name on every resource" \
+  '[ "$(f "all(r.get(\"service.name\") == \"stackmapd\" and r.get(\"host.name\") for r in d[\"resources\"])" s)" = True ]'
+
+# The same profile from the JSON export, offline.
+"$BIN" decode "$tmp/s/stack_map.json" --otlp "$tmp/d.pb" > "$tmp/d.out" 2> "$tmp/d.err"
+rc=$?
+check "decode: 'stackmapd decode stack_map.json --otlp' exits 0 ($(tail -1 "$tmp/d.err"))" '[ $rc -eq 0 ]'
+decoded d
+check "decode: the same totals as the session's" \
+  '[ "$(f "d[\"totals\"]" d)" = "$(f "d[\"totals\"]" s)" ]'
+
+# Bad input: one line naming the problem, a non-zero exit.
+"$BIN" decode "$tmp/s/stack_map.json" --otlp "$tmp/no/such/dir/x.pb" > /dev/null 2> "$tmp/bad.err"
+rc=$?
+check "bad input: --otlp into a missing directory fails in one line ($(cat "$tmp/bad.err"))" \
+  '[ $rc -ne 0 ] && [ "$(wc -l < "$tmp/bad.err")" -eq 1 ] && grep -q -- "--otlp" "$tmp/bad.err"'
+
+[ "$failures" -eq 0 ] && echo "otlp: all checks passed" || echo "otlp: $failures check(s) failed"
+[ "$failures" -eq 0 ]
