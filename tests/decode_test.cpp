@@ -310,10 +310,10 @@ TEST_F(DecodeDiff, SvgIsRedWhereAShareGrewBlueWhereItShrank) {
     const size_t f = svg.find("fill=\"", at) + 6;
     return svg.substr(f, svg.find('"', f) - f);
   };
-  // Root level: 0% -> 33%, the largest change; under schedule 93% -> 17%.
+  // Root level: 0% -> 33%; under schedule 93% -> 17%, the largest change (deepest).
   EXPECT_EQ(
       fill("kmem_cache_alloc_noprof (0 events \u2192 20 events, 0.00% \u2192 33.33%, +33.33%)"),
-      "rgb(255,0,0)")
+      "rgb(255,118,118)")
       << svg;
   EXPECT_EQ(
       fill("kmem_cache_alloc_noprof (40 events \u2192 10 events, 93.02% \u2192 16.67%, -76.36%)"),

@@ -164,7 +164,7 @@ async function main() {
       (wrong.length ? ': ' + wrong[0].title + ' ' + wrong[0].kind : '') + ')', wrong.length === 0);
     const legend = await page.$eval('#legend', (l) => !l.hidden && l.getBoundingClientRect().height > 0);
     const status = await page.$eval('#status', (s) => s.textContent);
-    check('the legend shows, the status names the base: ' + status, legend && / against \d+ in since start/.test(status));
+    check('the legend shows, the status names the base: ' + status, legend && / against since start \(\d+\)/.test(status));
     const diffTarget = await page.$$eval('#graph .frame', (fs) => {
       const graphWidth = document.getElementById('graph').clientWidth;
       const c = fs.filter((f) => f.dataset.name !== 'all' && f.getBoundingClientRect().width < graphWidth - 2 &&

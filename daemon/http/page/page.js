@@ -282,7 +282,7 @@
       $('graph').dataset.updates = state.updates;
       $('graph').dataset.query = q; // what the graph shows, for a test to wait on
       const span = (d) => (d.seconds ? ' (' + d.seconds + ' s)' : '');
-      const base = data.base ? ' against ' + data.base.total + ' in ' + data.base.window + span(data.base) : '';
+      const base = data.base ? ' against ' + data.base.window + span(data.base) + ' (' + data.base.total + ')' : '';
       $('legend').hidden = !data.base;
       $('status').textContent = data.total + ' ' + data.unit + ', ' + data.window + span(data) + base +
         ', updated ' + new Date().toLocaleTimeString();
