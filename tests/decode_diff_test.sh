@@ -28,10 +28,11 @@ while True:
 $2" &
   local load=$!
   loads+=("$load")
-  timeout 30 "$BIN" -e kmem:kmem_cache_alloc --pid "$load" --duration 3 --output "$tmp/$1" 2> "$tmp/$1.err"
+  local out=$tmp/$1
+  timeout 30 "$BIN" -e kmem:kmem_cache_alloc --pid "$load" --duration 3 --output "$out" 2> "$out.err"
   local rc=$?
   kill "$load" && wait "$load" 2> /dev/null
-  check "recorded $1 ($(tail -1 "$tmp/$1.err"))" '[ $rc -eq 0 ] && [ -s "$tmp/$1/stack_map.json" ]'
+  check "recorded $1 ($(tail -1 "$out.err"))" '[ $rc -eq 0 ] && [ -s "$out/stack_map.json" ]'
 }
 record a '    os.stat("/")'
 record b '    os.stat("/"); socket.socket().close()'

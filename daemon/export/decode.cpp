@@ -35,6 +35,7 @@ struct DiffInput {
   Snapshot snap;
   FunctionNames functions;        // a JSON export's names
   std::optional<Kallsyms> ksyms;  // an FSMB file's symbols
+  std::string said;               // logged once both sides are read: an error is the only line
 };
 
 DiffInput read_diff_input(const std::string& path, const OfflineSymbols& symbols) {
@@ -61,8 +62,8 @@ DiffInput read_diff_input(const std::string& path, const OfflineSymbols& symbols
   // A damaged side would make a graph of part of a profile: nothing is written.
   if (!file.damage.empty()) throw Error(file.damage);
   DecodeSymbols ds = load_decode_symbols(symbols, in.file);
-  spdlog::info("{}: {}, {} stacks; {}", in.file, fsmb_revision_name(file.revision),
-               file.stacks.size(), ds.said);
+  in.said = in.file + ": " + fsmb_revision_name(file.revision) + ", " +
+            std::to_string(file.stacks.size()) + " stacks; " + ds.said;
   in.ksyms = std::move(ds.table);
   in.snap.stacks = std::move(file.stacks);
   intern_callstacks(in.snap);
@@ -87,6 +88,8 @@ void decode_diff(const DecodeOptions& o, std::ostream& out) {
   plan.check_writable();
   DiffInput a = read_diff_input(o.diff[0], o.symbols);
   DiffInput b = read_diff_input(o.diff[1], o.symbols);
+  for (const DiffInput* in : {&a, &b})
+    if (!in->said.empty()) spdlog::info("{}", in->said);
   if (a.snap.weight_unit != b.snap.weight_unit)
     throw Error("--diff: " + a.file + " counts " +
                 (a.snap.weight_unit.empty() ? "events" : a.snap.weight_unit) + ", " + b.file + " " +
