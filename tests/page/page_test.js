@@ -64,11 +64,11 @@ async function main() {
         .sort((a, b) => width(b) - width(a));
       const c = narrower(graphWidth * 0.9).concat(narrower(graphWidth - 2));
       if (!c.length) return null;
-      c[0].id = 'zoom-target';
+      // Clicked here, not by a selector: an update between the two would replace the frame.
+      c[0].click();
       return c[0].dataset.name;
     });
     check('a frame to zoom on: ' + target, target !== null);
-    await page.click('#zoom-target');
     let zoom = await page.$eval('#graph', (g) => g.dataset.zoom);
     const zoomedWidth = await page.$$eval('#graph .frame:not(.dim)', (fs, t) =>
       fs.filter((f) => f.dataset.name === t).reduce((w, f) => Math.max(w, parseFloat(f.style.width)), 0), target);
@@ -140,6 +140,10 @@ async function main() {
     // The differential view: the last minute against all since start, red
     // where a frame's share grew, blue where it shrank, each frame's colour
     // agreeing with the change its tooltip says; a zoom holds across updates.
+    await page.$eval('#search', (s) => {
+      s.value = '';
+      s.dispatchEvent(new Event('input'));
+    });
     await page.select('#base', 'all');
     await page.waitForFunction(() => document.getElementById('graph').dataset.query === 'window=1m&base=all',
       { timeout: 20000 });
@@ -170,10 +174,9 @@ async function main() {
       const c = fs.filter((f) => f.dataset.name !== 'all' && f.getBoundingClientRect().width < graphWidth - 2 &&
         f.getBoundingClientRect().width > 3).sort((a, b) => b.getBoundingClientRect().width - a.getBoundingClientRect().width);
       if (!c.length) return null;
-      c[0].id = 'diff-zoom-target';
+      c[0].click();
       return c[0].dataset.name;
     });
-    await page.click('#diff-zoom-target');
     const u2 = await page.$eval('#graph', (g) => Number(g.dataset.updates));
     await page.waitForFunction((n) => Number(document.getElementById('graph').dataset.updates) >= n + 2,
       { timeout: 20000 }, u2);
