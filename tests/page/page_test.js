@@ -57,14 +57,15 @@ async function main() {
     // Zoom on the widest frame above the root that is not the whole graph: under
     // 90% of it when the workload has such a frame, else any narrower than the
     // root (a workload can run one path nearly always, its other paths < 3 px).
-    const target = await page.$$eval('#graph .frame', (fs) => {
+    // One evaluation, query and click: $$eval's handles may be frames an update replaced meanwhile.
+    const target = await page.evaluate(() => {
+      const fs = [...document.querySelectorAll('#graph .frame')];
       const graphWidth = document.getElementById('graph').clientWidth;
       const width = (f) => f.getBoundingClientRect().width;
       const narrower = (limit) => fs.filter((f) => f.dataset.name !== 'all' && width(f) < limit && width(f) > 3)
         .sort((a, b) => width(b) - width(a));
       const c = narrower(graphWidth * 0.9).concat(narrower(graphWidth - 2));
       if (!c.length) return null;
-      // Clicked here, not by a selector: an update between the two would replace the frame.
       c[0].click();
       return c[0].dataset.name;
     });
@@ -169,7 +170,8 @@ async function main() {
     const legend = await page.$eval('#legend', (l) => !l.hidden && l.getBoundingClientRect().height > 0);
     const status = await page.$eval('#status', (s) => s.textContent);
     check('the legend shows, the status names the base: ' + status, legend && / against since start \(\d+\)/.test(status));
-    const diffTarget = await page.$$eval('#graph .frame', (fs) => {
+    const diffTarget = await page.evaluate(() => {
+      const fs = [...document.querySelectorAll('#graph .frame')];
       const graphWidth = document.getElementById('graph').clientWidth;
       const c = fs.filter((f) => f.dataset.name !== 'all' && f.getBoundingClientRect().width < graphWidth - 2 &&
         f.getBoundingClientRect().width > 3).sort((a, b) => b.getBoundingClientRect().width - a.getBoundingClientRect().width);
