@@ -349,6 +349,15 @@ TEST_F(DecodeDiff, BadInputIsOneLineAndWritesNothing) {
                              "/stack_map.json ns: compare two exports that count the same thing"),
             std::string::npos)
       << error_of(o);
+  // Nor two --by: the roots of one are keys, of the other functions.
+  write(o.diff[1] + "/stack_map.json",
+        R"({"keys": ["comm"], "stacks": [{"ref_count": 7, "symbols": ["leaf+0x1/0x2"]}]})");
+  EXPECT_NE(error_of(o).find("is --by none, " + o.diff[1] +
+                             "/stack_map.json --by comm: compare two exports recorded with the "
+                             "same --by"),
+            std::string::npos)
+      << error_of(o);
+  EXPECT_FALSE(fs::exists(o.svg));
   EXPECT_EQ(error_of({}), "decode: name a file (stack_map_bin, stack_map.json), or --diff A B");
 }
 
