@@ -254,7 +254,13 @@ int main(int argc, char** argv) {
   DecodeOptions decode_args;
   CLI::App* decode =
       app.add_subcommand("decode", "Print an FSMB file (stack_map_bin) from us or the kernel");
-  decode->add_option("file", decode_args.file, "The stack_map_bin file")->required();
+  decode->add_option("file", decode_args.file, "The stack_map_bin file (or a stack_map.json)");
+  decode
+      ->add_option("--diff", decode_args.diff,
+                   "A differential flame graph of B against A for --svg and --folded (red: "
+                   "grew, blue: shrank); each an export file or directory")
+      ->expected(2)
+      ->type_name("A B");
   decode->add_flag("--json", decode_args.json, "JSON output");
   decode->add_option(
       "--folded", decode_args.folded,

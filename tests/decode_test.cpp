@@ -260,6 +260,107 @@ TEST_F(Decode, BadCombinationsAreOneLineErrors) {
   EXPECT_EQ(error_of(o).rfind("--svg /proc/nope/f.svg: cannot write in /proc/nope", 0), 0u);
 }
 
+// --diff A B: two exports (here FSMB files in export directories) become
+// one differential graph of B against A, by shares: kmem_cache_alloc_noprof
+// under schedule went from 40 of 43 events to 10 of 60 (blue), the same
+// function as a root of its own from none to 20 of 60 (red).
+class DecodeDiff : public Decode {
+ protected:
+  std::string export_dir(const std::string& name, const std::vector<StackRecord>& stacks) {
+    fs::create_directory(dir_ + "/" + name);
+    write(dir_ + "/" + name + "/stack_map_bin", fsmb_encode(stacks));
+    return dir_ + "/" + name;
+  }
+  DecodeOptions diff_options() {
+    DecodeOptions o;
+    o.diff = {
+        export_dir("a", {{5, 3, {kSchedule}}, {9, 40, {kKmem, kSchedule}}}),
+        export_dir("b", {{5, 30, {kSchedule}}, {9, 10, {kKmem, kSchedule}}, {11, 20, {kKmem}}})};
+    o.symbols.kallsyms = kKallsyms;
+    return o;
+  }
+  std::string read(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  static constexpr uint64_t kSchedule = 0xffffffff821f94e8;
+  static constexpr uint64_t kKmem = 0xffffffff8135cb00;
+};
+
+TEST_F(DecodeDiff, FoldedHasDifffoldedsThreeColumns) {
+  DecodeOptions o = diff_options();
+  o.folded = "-";
+  EXPECT_EQ(decode_to_string(o),
+            "kmem_cache_alloc_noprof 0 20\n"
+            "schedule 3 30\n"
+            "schedule;kmem_cache_alloc_noprof 40 10\n");
+}
+
+TEST_F(DecodeDiff, SvgIsRedWhereAShareGrewBlueWhereItShrank) {
+  DecodeOptions o = diff_options();
+  o.svg = dir_ + "/diff.svg";
+  o.folded = dir_ + "/diff.folded";
+  EXPECT_EQ(decode_to_string(o), "");
+  const std::string svg = read(o.svg);
+  auto fill = [&](const std::string& title_start) {
+    const size_t at = svg.find("<title>" + title_start);
+    if (at == std::string::npos) return std::string("(none)");
+    const size_t f = svg.find("fill=\"", at) + 6;
+    return svg.substr(f, svg.find('"', f) - f);
+  };
+  // Root level: 0% -> 33%; under schedule 93% -> 17%, the largest change (deepest).
+  EXPECT_EQ(
+      fill("kmem_cache_alloc_noprof (0 events \u2192 20 events, 0.00% \u2192 33.33%, +33.33%)"),
+      "rgb(255,118,118)")
+      << svg;
+  EXPECT_EQ(
+      fill("kmem_cache_alloc_noprof (40 events \u2192 10 events, 93.02% \u2192 16.67%, -76.36%)"),
+      "rgb(0,0,255)");
+  EXPECT_NE(svg.find("b against "), std::string::npos);
+  EXPECT_EQ(read(o.folded).substr(0, 27), "kmem_cache_alloc_noprof 0 2");
+}
+
+TEST_F(DecodeDiff, BadInputIsOneLineAndWritesNothing) {
+  DecodeOptions o = diff_options();
+  EXPECT_EQ(error_of(o),
+            "--diff has nothing to write: decode --diff A B --svg FILE and/or --folded FILE");
+  o.svg = dir_ + "/diff.svg";
+  o.json = true;
+  EXPECT_EQ(error_of(o).rfind("--diff writes --folded and --svg only", 0), 0u) << error_of(o);
+  o.json = false;
+  o.diff.pop_back();
+  EXPECT_EQ(error_of(o).rfind("--diff takes two exports, A then B", 0), 0u) << error_of(o);
+  o.diff.push_back(dir_ + "/nowhere");
+  fs::create_directory(o.diff[1]);
+  EXPECT_EQ(error_of(o).rfind("--diff: " + dir_ + "/nowhere holds neither", 0), 0u) << error_of(o);
+  // A truncated B: nothing written, not a graph of part of it.
+  std::string bytes = fsmb_encode({{5, 3, {kSchedule}}, {9, 40, {kKmem, kSchedule}}});
+  write(o.diff[1] + "/stack_map_bin", bytes.substr(0, bytes.size() - 4));
+  o.folded = dir_ + "/diff.folded";
+  EXPECT_NE(error_of(o), "");
+  EXPECT_FALSE(fs::exists(o.svg));
+  EXPECT_FALSE(fs::exists(o.folded));
+  // Exports of two kinds of weight: no comparison.
+  write(o.diff[1] + "/stack_map.json",
+        R"({"weight": "ns", "stacks": [{"ref_count": 7, "sum": 9, "symbols": ["leaf+0x1/0x2"]}]})");
+  EXPECT_NE(error_of(o).find("counts events, " + o.diff[1] +
+                             "/stack_map.json ns: compare two exports that count the same thing"),
+            std::string::npos)
+      << error_of(o);
+  // Nor two --by: the roots of one are keys, of the other functions.
+  write(o.diff[1] + "/stack_map.json",
+        R"({"keys": ["comm"], "stacks": [{"ref_count": 7, "symbols": ["leaf+0x1/0x2"]}]})");
+  EXPECT_NE(error_of(o).find("is --by none, " + o.diff[1] +
+                             "/stack_map.json --by comm: compare two exports recorded with the "
+                             "same --by"),
+            std::string::npos)
+      << error_of(o);
+  EXPECT_FALSE(fs::exists(o.svg));
+  EXPECT_EQ(error_of({}), "decode: name a file (stack_map_bin, stack_map.json), or --diff A B");
+}
+
 // Each of these once aborted decode (an exception that was not an
 // Error: 1e400) or read out of bounds (user_stacks without its arrays).
 TEST_F(Decode, MalformedJsonExportsAreOneLineErrors) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "daemon/export/pprof.h"
@@ -121,6 +122,68 @@ TEST(FlameJson, UnresolvedFramesHideTheirAddressWhenAsked) {
   const json d = render(snap, opt);
   EXPECT_EQ(d["names"][1], "[unknown]");
   EXPECT_EQ(d.dump().find("0xdead"), std::string::npos);
+}
+
+// Compared with a base: each node carries the base's value fourth; the
+// base's total and the largest change of a share are said.
+TEST(FlameJson, DiffModeCarriesTheBaseOfEveryNode) {
+  Snapshot base = sample();
+  base.stacks[0].ref_count = 1;  // alloc: 7 of 10 now, 1 of 4 in the base
+  base.stacks[0].by = {key("bash", 1, 1)};
+  intern_callstacks(base);
+  const Snapshot now = sample();
+  const Kallsyms k = symbols();
+  const FrameNames base_names(base, &k);
+  const http::FlameJsonBase b{base, base_names, "the minute before", 60.0};
+  const json d = json::parse(http::flame_json(now, FrameNames(now, &k), {}, &b));
+  EXPECT_EQ(d["total"], 10);
+  EXPECT_EQ(d["base"]["total"], 4);
+  EXPECT_EQ(d["base"]["window"], "the minute before");
+  EXPECT_DOUBLE_EQ(d["base"]["seconds"].get<double>(), 60.0);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> p;
+  std::function<void(const json&, const std::string&)> walk = [&](const json& n,
+                                                                  const std::string& prefix) {
+    ASSERT_EQ(n.size(), 4u) << n.dump();
+    const std::string path = prefix + std::string(d["names"][n[0].get<size_t>()]);
+    p[path] = {n[3], n[1]};
+    for (const json& c : n[2]) walk(c, path + ";");
+  };
+  walk(d["tree"], "");
+  EXPECT_EQ(p["all"], std::make_pair(uint64_t{4}, uint64_t{10}));
+  EXPECT_EQ(p["all;entry;alloc"], std::make_pair(uint64_t{1}, uint64_t{7}));
+  EXPECT_EQ(p["all;entry;free_one"], std::make_pair(uint64_t{3}, uint64_t{3}));
+  // alloc grew from 25% to 70%, free_one shrank from 75% to 30%.
+  EXPECT_NEAR(d["max_delta"].get<double>(), 0.45, 1e-9);
+  // Filtered, both sides are: bash had 1 + 3 then, 5 + 3 now.
+  http::FlameJsonOptions opt;
+  ASSERT_FALSE(http::parse_flame_filter("key=comm&value=bash", now.keys, opt.filter));
+  const json f = json::parse(http::flame_json(now, FrameNames(now, &k), opt, &b));
+  EXPECT_EQ(f["total"], 8);
+  EXPECT_EQ(f["base"]["total"], 4);
+  // A plain tree has no base anywhere.
+  const json plain = render(now);
+  EXPECT_FALSE(plain.contains("base"));
+  EXPECT_EQ(plain["tree"].size(), 3u);
+}
+
+TEST(FlameJson, DiffModeKeepsWhatOnlyTheBaseHad) {
+  Snapshot base;
+  base.stacks = {{30, 5, {0xffffffff81000210}}};  // free_one as a root: not now
+  intern_callstacks(base);
+  const Snapshot now = sample();
+  const Kallsyms k = symbols();
+  const FrameNames base_names(base, &k);
+  const http::FlameJsonBase b{base, base_names, "since start", 0};
+  const json d = json::parse(http::flame_json(now, FrameNames(now, &k), {}, &b));
+  bool found = false;
+  for (const json& c : d["tree"][2])
+    if (d["names"][c[0].get<size_t>()] == "free_one") {
+      found = true;
+      EXPECT_EQ(c[1], 0);
+      EXPECT_EQ(c[3], 5);
+    }
+  EXPECT_TRUE(found) << d.dump();
+  EXPECT_NEAR(d["max_delta"].get<double>(), 1.0, 1e-9);
 }
 
 std::shared_ptr<const Snapshot> counted(uint64_t n) {

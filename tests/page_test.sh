@@ -5,7 +5,7 @@
 # source tree; the test fails if it cannot) against a real daemon on a
 # loopback port (tests/page/page_test.js: flame graph, search, zoom kept
 # across in-place updates, icicle, functions, filter, window, counters tab).
-# Before it, /flame.json and / as a script reads them: valid JSON, bad
+# Before it, /flame.json (plain and differential) and / as a script reads them: valid JSON, bad
 # queries get 400 in one line, the page under 300 KB with its counters in
 # the HTML. Screenshots are kept in ARTIFACTS_DIR.
 #   page_test.sh STACKMAPD ARTIFACTS_DIR CACHE_DIR [PYTHON]
@@ -77,7 +77,24 @@ sleep 1.1  # a snapshot of its own, not the one just built
 get "$url/flame.json" > "$tmp/all.json"
 check "filtered by that comm it counts only its events, fewer than all" \
   '"$PY" -c "import json,sys; b=json.load(open(sys.argv[1])); a=json.load(open(sys.argv[2])); assert 0 < b[\"total\"] < a[\"total\"], (b[\"total\"], a[\"total\"])" "$tmp/cat.json" "$tmp/all.json"'
-for bad in 'window=2h' 'key=colour&value=x' 'key=cgroup&value=x' 'key=comm' 'window=%0a%ff'; do
+# The differential tree: the last 10 minutes against the window before (none
+# yet: an empty base) and against since start; each node with its base value.
+get "$url/flame.json?window=10m&base=all" > "$tmp/diff.json"
+check "/flame.json?window=10m&base=all has a base value on every node, the root's the base's total" \
+  '"$PY" -c "
+import json,sys
+d=json.load(open(sys.argv[1]))
+def walk(n):
+    assert len(n) == 4, n
+    assert n[3] >= sum(c[3] for c in n[2]) and n[1] >= sum(c[1] for c in n[2]), n
+    for c in n[2]: walk(c)
+walk(d[\"tree\"])
+assert d[\"tree\"][3] == d[\"base\"][\"total\"] > 0 and d[\"base\"][\"window\"] == \"since start\"
+assert 0 <= d[\"max_delta\"] <= 1" "$tmp/diff.json"'
+check "/flame.json?window=1m&base=prev is a tree against the minute before" \
+  '"$PY" -c "import json,sys; d=json.load(sys.stdin); assert d[\"base\"][\"window\"] == \"the minute before\"" < <(get "$url/flame.json?window=1m&base=prev")'
+for bad in 'window=2h' 'key=colour&value=x' 'key=cgroup&value=x' 'key=comm' 'window=%0a%ff' 'base=yesterday' \
+  'base=prev' 'window=1m&base=%0a'; do
   c=$(code "$url/flame.json?$bad")
   lines=$(get "$url/flame.json?$bad" | wc -l)
   check "/flame.json?$bad gets 400 in one line ($c, $lines line(s): $(get "$url/flame.json?$bad"))" \

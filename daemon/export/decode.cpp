@@ -27,7 +27,92 @@ bool is_json_export(const std::string& path) {
   return in && (c == '{' || c == '[');
 }
 
+namespace {
+
+// One side of --diff, loaded whole before anything is written.
+struct DiffInput {
+  std::string file;  // the export read: a directory's stack_map.json, else its stack_map_bin
+  Snapshot snap;
+  FunctionNames functions;        // a JSON export's names
+  std::optional<Kallsyms> ksyms;  // an FSMB file's symbols
+  std::string said;               // logged once both sides are read: an error is the only line
+};
+
+DiffInput read_diff_input(const std::string& path, const OfflineSymbols& symbols) {
+  DiffInput in;
+  in.file = path;
+  if (std::filesystem::is_directory(path)) {
+    in.file = path + "/stack_map.json";
+    if (!std::filesystem::exists(in.file)) in.file = path + "/stack_map_bin";
+    if (!std::filesystem::exists(in.file))
+      throw Error("--diff: " + path +
+                  " holds neither stack_map.json nor stack_map_bin: name an export directory "
+                  "or one of its files");
+  }
+  if (is_json_export(in.file)) {
+    std::ifstream file(in.file);
+    std::stringstream text;
+    text << file.rdbuf();
+    JsonExport doc = read_json_export(text.str(), in.file);
+    in.snap = std::move(doc.snap);
+    in.functions = std::move(doc.functions);
+    return in;
+  }
+  FsmbFile file = fsmb_read_file(in.file);
+  // A damaged side would make a graph of part of a profile: nothing is written.
+  if (!file.damage.empty()) throw Error(file.damage);
+  DecodeSymbols ds = load_decode_symbols(symbols, in.file);
+  in.said = in.file + ": " + fsmb_revision_name(file.revision) + ", " +
+            std::to_string(file.stacks.size()) + " stacks; " + ds.said;
+  in.ksyms = std::move(ds.table);
+  in.snap.stacks = std::move(file.stacks);
+  intern_callstacks(in.snap);
+  return in;
+}
+
+// The views a diff has, and what each side must share with the other.
+void decode_diff(const DecodeOptions& o, std::ostream& out) {
+  const std::string usage = "decode --diff A B --svg FILE and/or --folded FILE";
+  if (o.diff.size() != 2) throw Error("--diff takes two exports, A then B: " + usage);
+  if (!o.file.empty()) throw Error("--diff A B takes no other file (" + o.file + "): " + usage);
+  if (o.json || !o.pprof.empty() || o.top || !o.user_symbols_from.empty() ||
+      !o.symbols.kernel_info.empty())
+    throw Error(
+        "--diff writes --folded and --svg only (each file's own stack_map.kernel is read; "
+        "--kallsyms/--vmlinux apply to both): " +
+        usage);
+  if (o.folded.empty() && o.svg.empty()) throw Error("--diff has nothing to write: " + usage);
+  OutputPlan plan;
+  if (!o.folded.empty()) plan.add(OutputKind::folded, o.folded);
+  if (!o.svg.empty()) plan.add(OutputKind::svg, o.svg);
+  plan.check_writable();
+  DiffInput a = read_diff_input(o.diff[0], o.symbols);
+  DiffInput b = read_diff_input(o.diff[1], o.symbols);
+  for (const DiffInput* in : {&a, &b})
+    if (!in->said.empty()) spdlog::info("{}", in->said);
+  if (a.snap.weight_unit != b.snap.weight_unit)
+    throw Error("--diff: " + a.file + " counts " +
+                (a.snap.weight_unit.empty() ? "events" : a.snap.weight_unit) + ", " + b.file + " " +
+                (b.snap.weight_unit.empty() ? "events" : b.snap.weight_unit) +
+                ": compare two exports that count the same thing");
+  if (!(a.snap.keys == b.snap.keys))
+    throw Error("--diff: " + a.file + " is --by " +
+                (a.snap.keys.empty() ? "none" : a.snap.keys.str()) + ", " + b.file + " --by " +
+                (b.snap.keys.empty() ? "none" : b.snap.keys.str()) +
+                ": compare two exports recorded with the same --by");
+  OutputContext base(a.snap, a.ksyms ? &*a.ksyms : nullptr, &a.functions);
+  OutputContext ctx(b.snap, b.ksyms ? &*b.ksyms : nullptr, &b.functions);
+  ctx.base = &base;
+  ctx.title = o.diff[1] + " against " + o.diff[0] + " (red: grew, blue: shrank)";
+  plan.write(ctx, out);
+}
+
+}  // namespace
+
 void decode(const DecodeOptions& o, std::ostream& out) {
+  if (!o.diff.empty()) return decode_diff(o, out);
+  if (o.file.empty())
+    throw Error("decode: name a file (stack_map_bin, stack_map.json), or --diff A B");
   // What every input offers; each path below adds its view on `out`.
   OutputPlan plan;
   if (!o.folded.empty()) plan.add(OutputKind::folded, o.folded);

@@ -3,13 +3,16 @@
 // ours or the kernel's) printed as stack_map text or JSON, or as flame graphs
 // or pprof; a stack_map.json export (symbols already resolved) as flame graphs
 // or pprof. Raw
-// frames are symbolized offline (daemon/symbols/symbol_sources.h).
+// frames are symbolized offline (daemon/symbols/symbol_sources.h). With
+// --diff A B, the differential flame graph of B against A (flame_diff.h)
+// from two exports of any of these kinds, or export directories.
 #pragma once
 
 #include <cstddef>
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "daemon/symbols/symbol_sources.h"
 
@@ -27,6 +30,9 @@ struct DecodeOptions {
   // --user-symbols-from DIR: a JSON export's user frames symbolized again
   // from DIR/binaries (user_binaries.h) instead of the names it holds.
   std::string user_symbols_from;
+  // --diff A B: --folded and --svg are B against A (each a stack_map.json,
+  // a stack_map_bin, or a directory holding either); `file` stays empty.
+  std::vector<std::string> diff;
 };
 
 // Writes what `options` asks for to `out` and to its --folded/--svg files.

@@ -5,8 +5,8 @@
 #include <charconv>
 #include <cstdio>
 #include <map>
-#include <memory>
 
+#include "daemon/export/flame_diff.h"
 #include "daemon/export/utf8_text.h"
 #include "daemon/export/weight_unit.h"
 
@@ -72,26 +72,21 @@ std::string clip_label(const std::string& name, double px) {
   return name.substr(0, cut) + "..";
 }
 
-struct Node {
-  uint64_t count = 0;
-  std::map<std::string, std::unique_ptr<Node>> children;  // by name: the order of the graph
-};
-
 struct Frame {
-  const std::string* name;
-  const Node* node;
+  const FlameTree::Node* node;
   int depth;
   double x, width;
 };
 
-void layout(const std::string& name, const Node& node, int depth, double x, double scale,
+void layout(const FlameTree& tree, const FlameTree::Node& node, int depth, double x, double scale,
             double min_px, std::vector<Frame>& out) {
-  const double width = static_cast<double>(node.count) * scale;
+  const double width = static_cast<double>(node.value) * scale;
   if (width < min_px) return;
-  out.push_back({&name, &node, depth, x, width});
-  for (const auto& [child_name, child] : node.children) {
-    layout(child_name, *child, depth + 1, x, scale, min_px, out);
-    x += static_cast<double>(child->count) * scale;
+  out.push_back({&node, depth, x, width});
+  for (const auto& [name, id] : node.children) {
+    const FlameTree::Node& child = tree.node(id);
+    layout(tree, child, depth + 1, x, scale, min_px, out);
+    x += static_cast<double>(child.value) * scale;
   }
 }
 
@@ -166,45 +161,46 @@ constexpr std::string_view kScript = R"js(
 
 }  // namespace
 
+std::string folded_path(const SymbolizedStack& s) {
+  std::string path;
+  for (const std::string* frame : root_first(s)) {
+    if (!path.empty()) path += ';';
+    path += folded_frame(*frame);
+  }
+  return path;
+}
+
 std::string format_folded(const std::vector<SymbolizedStack>& stacks) {
   std::map<std::string, uint64_t> paths;
-  for (const auto& s : stacks) {
-    if (s.count == 0) continue;
-    std::string path;
-    for (const std::string* frame : root_first(s)) {
-      if (!path.empty()) path += ';';
-      path += folded_frame(*frame);
-    }
-    paths[path] += s.count;
-  }
+  for (const auto& s : stacks)
+    if (s.count) paths[folded_path(s)] += s.count;
   std::string out;
   for (const auto& [path, count] : paths) out += path + " " + std::to_string(count) + "\n";
   return out;
 }
 
-std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
-                                  const FlameGraphOptions& opt) {
+namespace {
+
+// The amount of `v` as tooltips say it: "42 events", or in the snapshot's weight unit.
+std::string amount(uint64_t v, const std::string& unit) {
+  return unit.empty() ? std::to_string(v) + " events" : format_weight(v, unit);
+}
+
+double percent(uint64_t part, uint64_t total) {
+  return total ? 100.0 * static_cast<double>(part) / static_cast<double>(total) : 0;
+}
+
+// A plain graph (warm colours, "name (N events, P%)") or a differential one.
+std::string render_svg(const FlameTree& tree, const FlameGraphOptions& opt, bool diff) {
   const int width = std::max(opt.width, 2 * kXPad + 100);
   const int frame_h = std::max(opt.frame_height, 4);
-
-  static const std::string all = "all";
-  Node root;
-  for (const auto& s : stacks) {
-    if (s.count == 0) continue;
-    root.count += s.count;
-    Node* node = &root;
-    for (const std::string* frame : root_first(s)) {
-      auto& child = node->children[*frame];
-      if (!child) child = std::make_unique<Node>();
-      child->count += s.count;
-      node = child.get();
-    }
-  }
+  const FlameTree::Node& root = tree.root();
+  const double max_delta = diff ? tree.max_delta() : 0;
 
   std::vector<Frame> frames;
   const double scale =
-      root.count ? static_cast<double>(width - 2 * kXPad) / static_cast<double>(root.count) : 0;
-  if (root.count) layout(all, root, 0, kXPad, scale, opt.min_frame_px, frames);
+      root.value ? static_cast<double>(width - 2 * kXPad) / static_cast<double>(root.value) : 0;
+  if (root.value) layout(tree, root, 0, kXPad, scale, opt.min_frame_px, frames);
   int max_depth = 0;
   for (const Frame& f : frames) max_depth = std::max(max_depth, f.depth);
   const int height = (max_depth + 1) * frame_h + kTitleSpace + kDetailsSpace;
@@ -231,28 +227,47 @@ std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
          "\" y=\"24\" style=\"display:none\">Reset Zoom</text>\n";
   out += "<text id=\"details\" x=\"" + std::to_string(kXPad) + "\" y=\"" +
          std::to_string(height - kDetailsSpace / 2) + "\">" +
-         (root.count ? " " : "No stacks recorded") + "</text>\n";
+         (root.value ? " " : "No stacks recorded") + "</text>\n";
   out += "<g id=\"frames\">\n";
   for (const Frame& f : frames) {
-    const double share =
-        100.0 * static_cast<double>(f.node->count) / static_cast<double>(root.count);
+    const FlameTree::Node& n = *f.node;
     const int y = height - kDetailsSpace - (f.depth + 1) * frame_h;
-    const std::string amount = opt.unit.empty() ? std::to_string(f.node->count) + " events"
-                                                : format_weight(f.node->count, opt.unit);
+    const double share = percent(n.value, root.value);
+    std::string tip = amount(n.value, opt.unit) + ", " + fixed(share, 2) + "%";
+    if (diff) {
+      const double was = percent(n.base, root.base);
+      tip = amount(n.base, opt.unit) + " \u2192 " + amount(n.value, opt.unit) + ", " +
+            fixed(was, 2) + "% \u2192 " + fixed(share, 2) + "%, " + (share >= was ? "+" : "") +
+            fixed(share - was, 2) + "%";
+    }
     out += "<g class=\"f\"><title>";
-    append_markup(out, *f.name);
-    out += " (" + markup_text(amount) + ", " + fixed(share, 2) + "%)</title>";
+    append_markup(out, n.name);
+    out += " (" + markup_text(tip) + ")</title>";
     out += "<rect x=\"" + fixed(f.x, 2) + "\" y=\"" + std::to_string(y) + "\" width=\"" +
            fixed(f.width, 2) + "\" height=\"" + std::to_string(frame_h - 1) +
-           "\" rx=\"2\" ry=\"2\" fill=\"" + warm_color(*f.name) + "\"/>";
+           "\" rx=\"2\" ry=\"2\" fill=\"" +
+           (diff ? diff_color(tree.delta(n), max_delta) : warm_color(n.name)) + "\"/>";
     out += "<text x=\"" + fixed(f.x + 3, 2) + "\" y=\"" + std::to_string(y + frame_h - 5) + "\">";
-    append_markup(out, clip_label(*f.name, f.width));
+    append_markup(out, clip_label(n.name, f.width));
     out += "</text></g>\n";
   }
   out += "</g>\n<script><![CDATA[";
   out += kScript;
   out += "]]></script>\n</svg>\n";
   return out;
+}
+
+}  // namespace
+
+std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
+                                  const FlameGraphOptions& opt) {
+  return render_svg(flame_tree({}, stacks), opt, false);
+}
+
+std::string render_diff_flamegraph_svg(const std::vector<SymbolizedStack>& base,
+                                       const std::vector<SymbolizedStack>& stacks,
+                                       const FlameGraphOptions& opt) {
+  return render_svg(flame_tree(base, stacks), opt, true);
 }
 
 }  // namespace stackmapd

@@ -26,6 +26,8 @@ struct SymbolizedStack {
 // '_', so any name keeps the format. A stack without frames counts as "[unknown]"; stacks with
 // count 0 are left out.
 std::string format_folded(const std::vector<SymbolizedStack>& stacks);
+// One stack's path in that format, without its count: "entry_SYSCALL_64;do_syscall_64;...".
+std::string folded_path(const SymbolizedStack& s);
 
 struct FlameGraphOptions {
   std::string title = "Kernel stacks";
@@ -43,5 +45,12 @@ struct FlameGraphOptions {
 // script zooms on click. Same input, same bytes.
 std::string render_flamegraph_svg(const std::vector<SymbolizedStack>& stacks,
                                   const FlameGraphOptions& opt = {});
+
+// The differential flame graph of `stacks` (B) against `base` (A), as flame_diff.h draws it:
+// B's widths, red where a frame's share grew, blue where it shrank, and a tooltip with both
+// amounts, both shares and the change: "name (12 → 30 events, 1.20% → 3.00%, +1.80%)".
+std::string render_diff_flamegraph_svg(const std::vector<SymbolizedStack>& base,
+                                       const std::vector<SymbolizedStack>& stacks,
+                                       const FlameGraphOptions& opt = {});
 
 }  // namespace stackmapd

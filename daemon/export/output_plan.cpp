@@ -9,6 +9,7 @@
 #include <ostream>
 
 #include "daemon/export/exports.h"
+#include "daemon/export/flame_diff.h"
 #include "daemon/model/fsmb.h"
 #include "daemon/symbols/kallsyms.h"
 
@@ -23,7 +24,12 @@ std::string flame_svg(OutputContext& ctx) {
   FlameGraphOptions opt;
   opt.title = ctx.title;
   opt.unit = ctx.snap.weight_unit;
-  return render_flamegraph_svg(ctx.flame(), opt);
+  return ctx.base ? render_diff_flamegraph_svg(ctx.base->flame(), ctx.flame(), opt)
+                  : render_flamegraph_svg(ctx.flame(), opt);
+}
+
+std::string folded(OutputContext& ctx) {
+  return ctx.base ? format_diff_folded(ctx.base->flame(), ctx.flame()) : format_folded(ctx.flame());
 }
 
 // The registry: one entry per output, in OutputKind's order (a plan's order).
@@ -48,8 +54,7 @@ constexpr std::array<OutputSpec, 13> kOutputs = {{
      [](OutputContext& c) { return format_stat(c.snap.stats); }},
     {K::kernel, "stack_map.kernel", nullptr, Target::file, "stack_map.kernel", true,
      [](OutputContext& c) { return c.snap.kernel.to_text(); }},
-    {K::folded, "--folded/--svg", "--folded", Target::file_or_stream, nullptr, false,
-     [](OutputContext& c) { return format_folded(c.flame()); }},
+    {K::folded, "--folded/--svg", "--folded", Target::file_or_stream, nullptr, false, folded},
     {K::svg, "--folded/--svg", "--svg", Target::file, nullptr, false, flame_svg},
     {K::pprof, "--pprof", "--pprof", Target::file, nullptr, false,
      [](OutputContext& c) { return encode_pprof(c.snap, c.frames(), c.pprof); }},

@@ -69,6 +69,9 @@ class OutputContext {
   PprofOptions pprof;
   OtlpOptions otlp;  // a file is one request, whatever its size
   size_t top = 0;    // --top's N, 0: all
+  // decode --diff: A's context, this one B's; --folded and --svg are then
+  // the differential ones (flame_diff.h).
+  OutputContext* base = nullptr;
 
   // The flame graph's stacks (flame_stacks), made once for --folded and --svg.
   const std::vector<SymbolizedStack>& flame();

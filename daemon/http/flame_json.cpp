@@ -3,11 +3,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <deque>
-#include <map>
 #include <unordered_map>
 
 #include "daemon/export/exports.h"
+#include "daemon/export/flame_diff.h"
 #include "daemon/export/utf8_text.h"
 #include "daemon/http/request.h"
 #include "daemon/sys/error.h"
@@ -16,68 +15,78 @@ namespace stackmapd::http {
 
 namespace {
 
-struct Node {
-  uint32_t name = 0;
-  uint64_t value = 0;
-  std::map<std::string_view, uint32_t> children;  // by name: a stable order
-};
-
-class Tree {
+// The tree's names once each, in the order a walk meets them, and its nodes
+// as [name, value, children] (with the base value last in a diff).
+class TreeWriter {
  public:
-  Tree() {
-    intern("all");
-    nodes_.emplace_back();
-  }
-  // `frames` innermost first, as a stack holds them.
-  void add(const std::vector<std::string>& frames, uint64_t value) {
-    if (!value) return;
-    uint32_t at = 0;
-    nodes_[0].value += value;
-    for (auto f = frames.rbegin(); f != frames.rend(); ++f) {
-      const uint32_t name = intern(*f);
-      auto [it, added] = nodes_[at].children.try_emplace(names_[name], 0);
-      if (added) {
-        it->second = static_cast<uint32_t>(nodes_.size());
-        nodes_.push_back(Node{name, 0, {}});
-      }
-      at = it->second;
-      nodes_[at].value += value;
-    }
-  }
-  void write(std::string& out) const {
+  TreeWriter(const FlameTree& tree, bool diff) : tree_(tree), diff_(diff) {}
+  void write(std::string& out) {
+    std::string nodes;
+    write_node(nodes, tree_.root());
     out += "\"names\":[";
     for (size_t i = 0; i < names_.size(); ++i) {
       if (i) out += ',';
       append_json_string(out, names_[i]);
     }
-    out += "],\"tree\":";
-    write_node(out, 0);
+    out += "],\"tree\":" + nodes;
   }
-  uint64_t total() const { return nodes_[0].value; }
 
  private:
-  uint32_t intern(const std::string& s) {
-    auto [it, added] = ids_.try_emplace(s, static_cast<uint32_t>(names_.size()));
-    if (added) names_.push_back(s);
-    return it->second;
-  }
   // Depth is a stack's (kernel and user frames): recursion stays shallow.
-  void write_node(std::string& out, uint32_t at) const {
-    const Node& n = nodes_[at];
-    out += '[' + std::to_string(n.name) + ',' + std::to_string(n.value) + ",[";
+  void write_node(std::string& out, const FlameTree::Node& n) {
+    auto [it, added] = ids_.try_emplace(n.name, static_cast<uint32_t>(names_.size()));
+    if (added) names_.push_back(n.name);
+    out += '[' + std::to_string(it->second) + ',' + std::to_string(n.value) + ",[";
     bool first = true;
     for (const auto& [name, child] : n.children) {
       if (!first) out += ',';
       first = false;
-      write_node(out, child);
+      write_node(out, tree_.node(child));
     }
-    out += "]]";
+    out += ']';
+    if (diff_) out += ',' + std::to_string(n.base);
+    out += ']';
   }
 
-  std::deque<std::string> names_;  // a deque: the children's views stay valid
-  std::unordered_map<std::string, uint32_t> ids_;
-  std::vector<Node> nodes_;
+  const FlameTree& tree_;
+  const bool diff_;
+  std::vector<std::string_view> names_;
+  std::unordered_map<std::string_view, uint32_t> ids_;
 };
+
+// The stacks of `snap` the graph shows: by weight when weighted, only the
+// filter's value's events when filtered.
+std::vector<SymbolizedStack> graph_stacks(const Snapshot& snap, const FrameNames& names,
+                                          const FlameJsonOptions& opt) {
+  const bool weighted = !snap.weight_unit.empty();
+  const KeyFieldInfo* filter = opt.filter.field ? &key_field(*opt.filter.field) : nullptr;
+  std::vector<SymbolizedStack> out;
+  for (const Callstack& c : callstacks(snap)) {
+    SymbolizedStack s;
+    for (uint32_t f : c.frames)
+      for (std::string& name : names.flame(f)) {
+        if (!opt.addresses && name.rfind("0x", 0) == 0) name = "[unknown]";
+        s.frames.push_back(std::move(name));
+      }
+    if (!filter) {
+      s.count = weighted ? c.weight : c.count;
+    } else {
+      for (uint32_t k : c.keys) {
+        const KeyCount& key = snap.stacks[c.stack].by[k];
+        if (!key.other && utf8_text(filter->frame(key.key)) == opt.filter.value)
+          s.count += weighted ? key.weight : key.count;
+      }
+    }
+    if (s.count) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string decimal(double v, const char* format) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), format, v);
+  return buf;
+}
 
 // stack_map_stat's "name: value" lines, as the counters table shows them.
 void write_counters(std::string& out, const TableStats& st) {
@@ -173,40 +182,28 @@ std::optional<std::string> parse_flame_filter(std::string_view query, const KeyS
   return std::nullopt;
 }
 
-std::string flame_json(const Snapshot& snap, const FrameNames& names, const FlameJsonOptions& opt) {
-  const bool weighted = !snap.weight_unit.empty();
-  const KeyFieldInfo* filter = opt.filter.field ? &key_field(*opt.filter.field) : nullptr;
-  Tree tree;
-  std::vector<std::string> frames;
-  for (const Callstack& c : callstacks(snap)) {
-    frames.clear();
-    for (uint32_t f : c.frames)
-      for (std::string& name : names.flame(f)) {
-        if (!opt.addresses && name.rfind("0x", 0) == 0) name = "[unknown]";
-        frames.push_back(std::move(name));
-      }
-    if (!filter) {
-      tree.add(frames, weighted ? c.weight : c.count);
-      continue;
-    }
-    for (uint32_t k : c.keys) {
-      const KeyCount& key = snap.stacks[c.stack].by[k];
-      if (!key.other && utf8_text(filter->frame(key.key)) == opt.filter.value)
-        tree.add(frames, weighted ? key.weight : key.count);
-    }
-  }
+std::string flame_json(const Snapshot& snap, const FrameNames& names, const FlameJsonOptions& opt,
+                       const FlameJsonBase* base) {
+  const FlameTree tree =
+      flame_tree(base ? graph_stacks(base->snap, base->names, opt) : std::vector<SymbolizedStack>{},
+                 graph_stacks(snap, names, opt));
   std::string out = "{\"unit\":";
-  append_json_string(out, weighted ? snap.weight_unit : "events");
-  out += ",\"total\":" + std::to_string(tree.total()) + ",\"window\":";
+  append_json_string(out, snap.weight_unit.empty() ? "events" : snap.weight_unit);
+  out += ",\"total\":" + std::to_string(tree.root().value) + ",\"window\":";
   append_json_string(out, opt.window);
-  char secs[32];
-  snprintf(secs, sizeof(secs), "%.1f", opt.seconds);
-  out += ",\"seconds\":" + std::string(secs) + ',';
+  out += ",\"seconds\":" + decimal(opt.seconds, "%.1f") + ',';
+  if (base) {
+    out += "\"base\":{\"window\":";
+    append_json_string(out, base->window);
+    out += ",\"seconds\":" + decimal(base->seconds, "%.1f") +
+           ",\"total\":" + std::to_string(tree.root().base) +
+           "},\"max_delta\":" + decimal(tree.max_delta(), "%.9g") + ',';
+  }
   write_keys(out, snap, opt.key_values);
   out += ',';
   write_counters(out, snap.stats);
   out += ',';
-  tree.write(out);
+  TreeWriter(tree, base != nullptr).write(out);
   return out + "}\n";
 }
 

@@ -7,6 +7,10 @@
 //    "counters": [["entries", "12 / 16384"], ...],  stack_map_stat's lines
 //    "names": ["all", "schedule", ...], "tree": [0, N, [[1, 7, []], ...]]}
 // Children are ordered by name, so a frame keeps its place across updates.
+// Compared with a base (the page's "compare with"), the differential tree of
+// flame_diff.h: each node [name, value, children, base value], nodes of the
+// base alone included (value 0), and
+//    "base": {"window": "...", "seconds": S, "total": N}, "max_delta": D
 #pragma once
 
 #include <cstdint>
@@ -39,7 +43,16 @@ struct FlameJsonOptions {
   size_t key_values = 50;  // per --by field, the most frequent
 };
 
-std::string flame_json(const Snapshot& snap, const FrameNames& names, const FlameJsonOptions& opt);
+// The profile a differential tree compares with, filtered as the tree is.
+struct FlameJsonBase {
+  const Snapshot& snap;
+  const FrameNames& names;
+  std::string window;  // as the page says it: "the minute before"
+  double seconds = 0;  // its length as measured; 0: since start
+};
+
+std::string flame_json(const Snapshot& snap, const FrameNames& names, const FlameJsonOptions& opt,
+                       const FlameJsonBase* base = nullptr);
 
 // `s` as a JSON string literal, quoted, any bytes made valid UTF-8 first.
 void append_json_string(std::string& out, std::string_view s);

@@ -34,6 +34,9 @@ constexpr const char* kFlamePanel = R"HTML(<section id="flame" class="panel">
 <div id="controls">
 <label>window <select id="window"><option value="all">since start</option>
 <option value="10m">last 10 minutes</option><option value="1m">last minute</option></select></label>
+<label>compare with <select id="base"><option value="">nothing</option>
+<option value="prev" disabled>the window before</option><option value="all">since start</option>
+<option value="10m">last 10 minutes</option><option value="1m">last minute</option></select></label>
 <span id="filter">filter <select id="key"></select> <select id="value" hidden></select></span>
 <input id="search" type="search" placeholder="search functions (regex)" aria-label="search">
 <span id="matched"></span>
@@ -41,10 +44,14 @@ constexpr const char* kFlamePanel = R"HTML(<section id="flame" class="panel">
 <button id="reset" type="button" disabled>reset zoom</button>
 <span id="status">loading...</span>
 </div>
+<div id="legend" hidden><span class="swatch grew"></span>share grew <span class="swatch shrank"></span>shrank
+<span class="swatch same"></span>held (widths: the window; colour: its share less the base's, deepest at the
+largest change)</div>
 <div id="graph" data-updates="0"></div>
 <h2>Functions</h2>
 <table id="functions"><thead><tr><th data-sort="name">function</th><th data-sort="self">self</th>
-<th data-sort="total">total</th></tr></thead><tbody></tbody></table>
+<th data-sort="total">total</th>
+<th data-sort="change" id="change" hidden>base &#8594; change</th></tr></thead><tbody></tbody></table>
 </section>
 )HTML";
 

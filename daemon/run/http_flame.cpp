@@ -19,12 +19,57 @@ struct Window {
   const char* param;
   const char* label;
   WindowHistory::Clock::duration length;  // zero: since start
+  const char* before;                     // base=prev's label; null: no window before
 };
 constexpr Window kWindows[] = {
-    {"all", "since start", {}},
-    {"10m", "last 10 minutes", std::chrono::minutes(10)},
-    {"1m", "last minute", std::chrono::minutes(1)},
+    {"all", "since start", {}, nullptr},
+    {"10m", "last 10 minutes", std::chrono::minutes(10), "the 10 minutes before"},
+    {"1m", "last minute", std::chrono::minutes(1), "the minute before"},
 };
+
+const Window* find_window(const std::string& param) {
+  for (const Window& w : kWindows)
+    if (param == w.param) return &w;
+  return nullptr;
+}
+
+// A profile between two snapshots of the history: `to` less `from`; the
+// newest (the request's) for a null `to`, all of it for a null `from`;
+// nothing when `empty` (a window before the history's start).
+struct Span {
+  WindowHistory::Snap from, to;
+  bool empty = false;
+  double seconds = 0;
+};
+
+Span window_span(const WindowHistory& history, WindowHistory::Clock::time_point now,
+                 const Window& w) {
+  Span span;
+  if (!w.length.count()) return span;
+  const WindowHistory::Base start = history.oldest_within(now, w.length);
+  span.from = start.snap;
+  if (start.snap) span.seconds = std::chrono::duration<double>(now - start.at).count();
+  return span;
+}
+
+// base=prev: from the oldest snapshot within twice the window to the window's start.
+Span span_before(const WindowHistory& history, WindowHistory::Clock::time_point now,
+                 const Window& w) {
+  Span span;
+  const WindowHistory::Base end = history.oldest_within(now, w.length);
+  const WindowHistory::Base start = history.oldest_within(now, 2 * w.length);
+  span.empty = !end.snap;
+  span.from = start.snap;
+  span.to = end.snap;
+  if (end.snap) span.seconds = std::chrono::duration<double>(end.at - start.at).count();
+  return span;
+}
+
+WindowHistory::Snap span_profile(const Span& span, const WindowHistory::Snap& newest) {
+  if (span.empty) return std::make_shared<const Snapshot>();
+  const WindowHistory::Snap& to = span.to ? span.to : newest;
+  return span.from ? std::make_shared<const Snapshot>(delta_snapshot(*span.from, *to)) : to;
+}
 
 // A query value in a one-line answer: text, no line breaks.
 std::string one_line(const std::string& s) {
@@ -45,12 +90,25 @@ struct FlameResult {
 void HttpEndpoints::flame_json(const http::Request& req, const http::Server::Respond& respond) {
   const Window* window = &kWindows[0];
   if (auto w = http::query_param(req.query, "window")) {
-    window = nullptr;
-    for (const Window& k : kWindows)
-      if (*w == k.param) window = &k;
+    window = find_window(*w);
     if (!window)
       return respond(http::error_response(
           400, "window=" + one_line(*w) + " is not a window: ask for all, 10m or 1m"));
+  }
+  // base=: the differential view's base; none: the plain one.
+  const Window* base = nullptr;
+  bool before = false;
+  if (auto b = http::query_param(req.query, "base")) {
+    before = *b == "prev";
+    base = before ? window : find_window(*b);
+    if (!base)
+      return respond(
+          http::error_response(400, "base=" + one_line(*b) +
+                                        " is not a window to compare with: ask for all, 10m, 1m "
+                                        "or prev (the window before)"));
+    if (before && !window->before)
+      return respond(http::error_response(
+          400, "base=prev needs a window of a length: window=1m or window=10m"));
   }
   if (flame_in_flight_ >= kMaxFlameInFlight)
     return respond(http::error_response(
@@ -64,16 +122,20 @@ void HttpEndpoints::flame_json(const http::Request& req, const http::Server::Res
   std::shared_ptr<SnapshotCut> cut;
   if (latest_ && now - latest_at_ < kSnapshotFresh) latest = latest_;
   else cut = std::make_shared<SnapshotCut>(source_.cut());
-  WindowHistory::Base base;
-  if (window->length.count()) base = history_.oldest_within(now, window->length);
+  const Span span = window_span(history_, now, *window);
+  Span base_span;
+  if (base)
+    base_span = before ? span_before(history_, now, *window) : window_span(history_, now, *base);
   http::FlameJsonOptions opt;
   opt.addresses = addresses_;
   opt.window = window->label;
-  if (base.snap) opt.seconds = std::chrono::duration<double>(now - base.at).count();
+  opt.seconds = span.seconds;
+  const std::string base_label = !base ? "" : before ? window->before : base->label;
   auto result = std::make_shared<FlameResult>();
   std::shared_ptr<const Kallsyms> symbols = source_.symbols();
   worker_.post(
-      [cut, latest, base, opt, symbols, result, query = req.query]() mutable {
+      [cut, latest, span, base_span, base_label, opt, symbols, result,
+       query = req.query]() mutable {
         try {
           result->snap = cut ? std::make_shared<const Snapshot>(std::move(*cut).finish()) : latest;
           if (auto error = http::parse_flame_filter(query, result->snap->keys, opt.filter)) {
@@ -81,10 +143,16 @@ void HttpEndpoints::flame_json(const http::Request& req, const http::Server::Res
             result->body = one_line(*error);
             return;
           }
-          Snapshot delta;
-          if (base.snap) delta = delta_snapshot(*base.snap, *result->snap);
-          const Snapshot& view = base.snap ? delta : *result->snap;
-          result->body = http::flame_json(view, FrameNames(view, symbols.get()), opt);
+          const WindowHistory::Snap view = span_profile(span, result->snap);
+          const FrameNames names(*view, symbols.get());
+          if (base_label.empty()) {
+            result->body = http::flame_json(*view, names, opt);
+          } else {
+            const WindowHistory::Snap base_view = span_profile(base_span, result->snap);
+            const FrameNames base_names(*base_view, symbols.get());
+            const http::FlameJsonBase base{*base_view, base_names, base_label, base_span.seconds};
+            result->body = http::flame_json(*view, names, opt, &base);
+          }
           result->status = 200;
         } catch (const std::exception& e) {
           result->body = e.what();

@@ -3,7 +3,8 @@
 // installs it): the flame graph draws, a search marks a kernel function and
 // says how much matched, a click zooms, and both survive the in-place updates
 // (no navigation); the icicle, the table of functions, a filter by comm, the
-// last minute and the counters tab work. Screenshots go to ARTIFACTS.
+// last minute, its differential view against all since start (red/blue) and
+// the counters tab work. Screenshots go to ARTIFACTS.
 //   node page_test.js URL ARTIFACTS_DIR   (NODE_PATH: where puppeteer-core is)
 'use strict';
 const puppeteer = require('puppeteer-core');
@@ -56,18 +57,19 @@ async function main() {
     // Zoom on the widest frame above the root that is not the whole graph: under
     // 90% of it when the workload has such a frame, else any narrower than the
     // root (a workload can run one path nearly always, its other paths < 3 px).
-    const target = await page.$$eval('#graph .frame', (fs) => {
+    // One evaluation, query and click: $$eval's handles may be frames an update replaced meanwhile.
+    const target = await page.evaluate(() => {
+      const fs = [...document.querySelectorAll('#graph .frame')];
       const graphWidth = document.getElementById('graph').clientWidth;
       const width = (f) => f.getBoundingClientRect().width;
       const narrower = (limit) => fs.filter((f) => f.dataset.name !== 'all' && width(f) < limit && width(f) > 3)
         .sort((a, b) => width(b) - width(a));
       const c = narrower(graphWidth * 0.9).concat(narrower(graphWidth - 2));
       if (!c.length) return null;
-      c[0].id = 'zoom-target';
+      c[0].click();
       return c[0].dataset.name;
     });
     check('a frame to zoom on: ' + target, target !== null);
-    await page.click('#zoom-target');
     let zoom = await page.$eval('#graph', (g) => g.dataset.zoom);
     const zoomedWidth = await page.$$eval('#graph .frame:not(.dim)', (fs, t) =>
       fs.filter((f) => f.dataset.name === t).reduce((w, f) => Math.max(w, parseFloat(f.style.width)), 0), target);
@@ -135,6 +137,61 @@ async function main() {
       Number(windowed.split(' ')[0]) > 0 && Number(windowed.split(' ')[0]) < since &&
       (await page.$$eval('#graph .frame', (f) => f.length)) > 1);
     await shot('page_last_minute.png');
+
+    // The differential view: the last minute against all since start, red
+    // where a frame's share grew, blue where it shrank, each frame's colour
+    // agreeing with the change its tooltip says; a zoom holds across updates.
+    await page.$eval('#search', (s) => {
+      s.value = '';
+      s.dispatchEvent(new Event('input'));
+    });
+    await page.select('#base', 'all');
+    await page.waitForFunction(() => document.getElementById('graph').dataset.query === 'window=1m&base=all',
+      { timeout: 20000 });
+    const frameColours = () => page.$$eval('#graph .frame:not(.match)', (fs) => fs.map((f) => {
+      const [r, g, b] = f.style.background.match(/\d+/g).map(Number);
+      const kind = r === 255 && g === b && g < 255 ? 'red' : b === 255 && r === g && r < 255 ? 'blue' :
+        r === 255 && g === 255 && b === 255 ? 'white' : 'other';
+      const m = f.title.match(/ \((\d+) \u2192 (\d+) \S+, (\d+\.\d+)% \u2192 (\d+\.\d+)%, ([+-]\d+\.\d+)%\)$/);
+      return { name: f.dataset.name, kind, title: f.title, change: m ? parseFloat(m[5]) : null,
+        before: m ? Number(m[1]) : null, after: m ? Number(m[2]) : null };
+    }));
+    let diffFrames = await frameColours();
+    const count = (k) => diffFrames.filter((f) => f.kind === k).length;
+    check('the differential view has red (' + count('red') + ') and blue (' + count('blue') + ') frames, no other colour (' +
+      count('other') + ')', count('red') > 0 && count('blue') > 0 && count('other') === 0);
+    const titled = diffFrames.filter((f) => f.change !== null);
+    const sample = titled.find((f) => f.kind === 'red' && f.before > 0) || titled[0] || { title: '(none)' };
+    check('every tooltip says both values, both shares and the change (' + titled.length + ' of ' +
+      diffFrames.length + ', e.g. "' + sample.title + '")', titled.length === diffFrames.length);
+    const wrong = titled.filter((f) => (f.kind === 'red' && f.change < 0) || (f.kind === 'blue' && f.change > 0));
+    check('red frames grew, blue ones shrank (' + wrong.length + ' disagree' +
+      (wrong.length ? ': ' + wrong[0].title + ' ' + wrong[0].kind : '') + ')', wrong.length === 0);
+    const legend = await page.$eval('#legend', (l) => !l.hidden && l.getBoundingClientRect().height > 0);
+    const status = await page.$eval('#status', (s) => s.textContent);
+    check('the legend shows, the status names the base: ' + status, legend && / against since start \(\d+\)/.test(status));
+    const diffTarget = await page.evaluate(() => {
+      const fs = [...document.querySelectorAll('#graph .frame')];
+      const graphWidth = document.getElementById('graph').clientWidth;
+      const c = fs.filter((f) => f.dataset.name !== 'all' && f.getBoundingClientRect().width < graphWidth - 2 &&
+        f.getBoundingClientRect().width > 3).sort((a, b) => b.getBoundingClientRect().width - a.getBoundingClientRect().width);
+      if (!c.length) return null;
+      c[0].click();
+      return c[0].dataset.name;
+    });
+    const u2 = await page.$eval('#graph', (g) => Number(g.dataset.updates));
+    await page.waitForFunction((n) => Number(document.getElementById('graph').dataset.updates) >= n + 2,
+      { timeout: 20000 }, u2);
+    diffFrames = await frameColours();
+    zoom = await page.$eval('#graph', (g) => g.dataset.zoom);
+    check('zoomed on ' + diffTarget + ', after 2 updates still there (' + zoom + ') and still coloured (' +
+      count('red') + ' red, ' + count('blue') + ' blue, ' + count('white') + ' white)',
+      diffTarget !== null && zoom === diffTarget && count('other') === 0 && count('red') + count('blue') + count('white') > 0);
+    const changeColumn = await page.$eval('#change', (c) => !c.hidden);
+    check('the functions table has the base and change column', changeColumn);
+    await shot('page_diff.png');
+    await page.click('#reset');
+    await page.select('#base', '');
 
     // The counters tab.
     await page.click('#tabs a[data-tab="counters"]');

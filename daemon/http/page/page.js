@@ -2,7 +2,9 @@
 // The live page's script: draws /flame.json as a flame graph (or icicle) and
 // a table of functions, and fetches it again every few seconds, in place:
 // the zoom (a path of names from the root), the search, the sort, the
-// filter and the window are the page's state, applied to each new tree.
+// filter, the window and the base compared with are the page's state,
+// applied to each new tree. Compared with a base, the frames are coloured as
+// decode --diff colours them (daemon/export/flame_diff.h).
 'use strict';
 (function () {
   const $ = (id) => document.getElementById(id);
@@ -25,7 +27,7 @@
   function build(data) {
     const names = data.names;
     function node(t, parent, x, depth) {
-      const n = { name: names[t[0]], value: t[1], parent, x, depth, children: [] };
+      const n = { name: names[t[0]], value: t[1], base: t[3] || 0, parent, x, depth, children: [] };
       let cx = x;
       for (const c of t[2]) {
         const child = node(c, n, cx, depth + 1);
@@ -75,6 +77,35 @@
     return whole ? ((100 * part) / whole).toFixed(2) + '%' : '0%';
   }
 
+  // The differential view: a frame's share of its profile, the base's and
+  // the window's, and flamegraph.pl's red/blue scale of the change (the
+  // rule of flame_diff.h's diff_color).
+  const diff = () => Boolean(state.data && state.data.base);
+  const share = (part, whole) => (whole ? part / whole : 0);
+  function delta(n) {
+    return share(n.value, state.root.value) - share(n.base, state.root.base);
+  }
+  function diffColor(d, max) {
+    let r = 255, g = 255, b = 255;
+    if (max > 0 && d !== 0) {
+      const fade = Math.floor((210 * (max - Math.min(Math.abs(d), max))) / max);
+      if (d > 0) g = b = fade;
+      else r = g = fade;
+    }
+    return 'rgb(' + r + ',' + g + ',' + b + ')';
+  }
+  function points(d) {
+    return (d >= 0 ? '+' : '') + (100 * d).toFixed(2) + '%';
+  }
+  // "name (A → B events, P% → Q%, +D%)" in a diff, "name (B events, Q%)" otherwise.
+  function tip(n) {
+    const root = state.root;
+    const unit = ' ' + state.data.unit;
+    if (!diff()) return n.name + ' (' + n.value + unit + ', ' + pct(n.value, root.value) + ')';
+    return n.name + ' (' + n.base + ' \u2192 ' + n.value + unit + ', ' + pct(n.base, root.base) + ' \u2192 ' +
+      pct(n.value, root.value) + ', ' + points(delta(n)) + ')';
+  }
+
   function draw() {
     const root = state.root;
     const graph = $('graph');
@@ -86,7 +117,6 @@
     }
     const re = searchRegex();
     const width = graph.clientWidth || 1000;
-    const unit = state.data.unit;
     const frames = [];
     let maxDepth = 0;
     // The zoomed frame's ancestors span the whole width, its subtree scales to it.
@@ -105,9 +135,10 @@
       const top = state.icicle ? f.n.depth : maxDepth - f.n.depth;
       d.style.cssText = 'left:' + f.left.toFixed(1) + 'px;width:' + Math.max(f.w - 1, 0.5).toFixed(1) +
         'px;top:' + top * rowHeight + 'px';
-      if (!d.classList.contains('match')) d.style.background = color(f.n.name);
+      if (!d.classList.contains('match'))
+        d.style.background = diff() ? diffColor(delta(f.n), state.data.max_delta) : color(f.n.name);
       d.textContent = f.w > 30 ? f.n.name : '';
-      d.title = f.n.name + ' (' + f.n.value + ' ' + unit + ', ' + pct(f.n.value, root.value) + ')';
+      d.title = tip(f.n);
       d.dataset.name = f.n.name;
       d.onclick = () => {
         state.zoom = pathOf(f.n);
@@ -138,17 +169,21 @@
     const onPath = new Map();
     (function visit(n) {
       let f = fns.get(n.name);
-      if (!f) fns.set(n.name, (f = { name: n.name, self: 0, total: 0 }));
+      if (!f) fns.set(n.name, (f = { name: n.name, self: 0, total: 0, totalBase: 0 }));
       let self = n.value;
       for (const c of n.children) self -= c.value;
       f.self += self;
       const seen = onPath.get(n.name) || 0;
-      if (!seen) f.total += n.value;
+      if (!seen) {
+        f.total += n.value;
+        f.totalBase += n.base;
+      }
       onPath.set(n.name, seen + 1);
       n.children.forEach(visit);
       onPath.set(n.name, seen);
     })(root);
     fns.delete('all');
+    for (const f of fns.values()) f.change = share(f.total, root.value) - share(f.totalBase, root.base);
     return [...fns.values()];
   }
 
@@ -162,9 +197,11 @@
     rows.sort((a, b) => by(a, b) || b.total - a.total || a.name.localeCompare(b.name));
     const tbody = document.querySelector('#functions tbody');
     const out = document.createDocumentFragment();
+    const cols = (r) => [r.name, r.self + ' (' + pct(r.self, root.value) + ')', r.total + ' (' + pct(r.total, root.value) + ')']
+      .concat(diff() ? [r.totalBase + ' (' + pct(r.totalBase, root.base) + ') \u2192 ' + points(r.change)] : []);
     for (const r of rows.slice(0, 200)) {
       const tr = document.createElement('tr');
-      for (const v of [r.name, r.self + ' (' + pct(r.self, root.value) + ')', r.total + ' (' + pct(r.total, root.value) + ')']) {
+      for (const v of cols(r)) {
         const td = document.createElement('td');
         td.textContent = v;
         tr.appendChild(td);
@@ -176,6 +213,7 @@
       out.appendChild(tr);
     }
     tbody.replaceChildren(out);
+    $('change').hidden = !diff();
     for (const th of document.querySelectorAll('#functions th'))
       th.className = th.dataset.sort === k ? (state.desc ? 'desc' : 'asc') : '';
   }
@@ -210,6 +248,7 @@
 
   function query() {
     const q = new URLSearchParams({ window: $('window').value });
+    if ($('base').value) q.set('base', $('base').value);
     if ($('key').value && $('value').value) {
       q.set('key', $('key').value);
       q.set('value', $('value').value);
@@ -242,8 +281,10 @@
       state.updates += 1;
       $('graph').dataset.updates = state.updates;
       $('graph').dataset.query = q; // what the graph shows, for a test to wait on
-      const span = data.seconds ? ' (' + data.seconds + ' s)' : '';
-      $('status').textContent = data.total + ' ' + data.unit + ', ' + data.window + span +
+      const span = (d) => (d.seconds ? ' (' + d.seconds + ' s)' : '');
+      const base = data.base ? ' against ' + data.base.window + span(data.base) + ' (' + data.base.total + ')' : '';
+      $('legend').hidden = !data.base;
+      $('status').textContent = data.total + ' ' + data.unit + ', ' + data.window + span(data) + base +
         ', updated ' + new Date().toLocaleTimeString();
       $('status').classList.remove('error');
     } catch (e) {
@@ -258,7 +299,14 @@
   }
 
   $('search').addEventListener('input', draw);
-  $('window').addEventListener('change', update);
+  // "The window before" since start is no window.
+  $('window').addEventListener('change', () => {
+    const prev = $('base').querySelector('option[value="prev"]');
+    prev.disabled = $('window').value === 'all';
+    if (prev.disabled && $('base').value === 'prev') $('base').value = '';
+    update();
+  });
+  $('base').addEventListener('change', update);
   $('key').addEventListener('change', () => {
     $('value').value = '';
     if (state.data) filters(state.data);
