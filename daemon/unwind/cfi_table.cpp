@@ -46,17 +46,19 @@ Elf_Scn* find_section(Elf* elf, const char* name, GElf_Shdr* shdr) {
   return nullptr;
 }
 
-// The page of the lowest PT_LOAD: 0 for shared objects and PIEs.
-uint64_t load_base(Elf* elf) {
+// The table's base, the page of the lowest PT_LOAD (0 for shared objects and
+// PIEs), and the executable PT_LOADs.
+void read_segments(Elf* elf, CfiTable* t) {
   size_t n = 0;
   uint64_t base = UINT64_MAX;
-  if (elf_getphdrnum(elf, &n) != 0) return 0;
+  if (elf_getphdrnum(elf, &n) != 0) n = 0;
   for (size_t i = 0; i < n; ++i) {
     GElf_Phdr ph;
-    if (gelf_getphdr(elf, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD)
-      base = std::min(base, ph.p_vaddr);
+    if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD) continue;
+    base = std::min(base, ph.p_vaddr);
+    if (ph.p_flags & PF_X) t->segments.push_back({ph.p_offset, ph.p_vaddr, ph.p_filesz});
   }
-  return base == UINT64_MAX ? 0 : base & ~uint64_t{0xfff};
+  t->base = base == UINT64_MAX ? 0 : base & ~uint64_t{0xfff};
 }
 
 bool is_breg(const Dwarf_Op& op, unsigned reg, int64_t* off) {
@@ -219,6 +221,15 @@ const smt_unwind_row* CfiTable::find(uint64_t vaddr) const {
   return it == rows.begin() ? nullptr : &*(it - 1);
 }
 
+std::optional<uint64_t> CfiTable::pc_bias(uint64_t start, uint64_t pgoff) const {
+  // A mapping starts on the page of its segment's p_offset, and an ip maps to
+  // vaddr = ip - start + pgoff + (p_vaddr - p_offset).
+  for (const Segment& s : segments)
+    if (pgoff >= (s.offset & ~uint64_t{0xfff}) && pgoff < s.offset + s.filesz)
+      return start - pgoff + s.offset - s.vaddr + base;
+  return std::nullopt;
+}
+
 CfiTable build_cfi_table(const std::string& path) {
   const std::string what = "unwind table of " + path + ": ";
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -232,7 +243,7 @@ CfiTable build_cfi_table(const std::string& path) {
                 std::to_string(eh.e_machine) + ")");
   CfiTable t;
   t.build_id = elf_build_id(elf.get());
-  t.base = load_base(elf.get());
+  read_segments(elf.get(), &t);
   const unsigned char* ident =
       reinterpret_cast<const unsigned char*>(elf_getident(elf.get(), nullptr));
   GElf_Shdr sh;

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,17 @@ struct CfiTable {
   size_t fdes = 0;                   // FDEs with a non-empty range
   size_t undecodable_fdes = 0;       // left out: their CIE's augmentation is not understood
 
+  struct Segment {
+    uint64_t offset = 0, vaddr = 0, filesz = 0;  // a PT_LOAD's
+  };
+  std::vector<Segment> segments;  // the executable PT_LOADs
+
   // The row that applies at ELF virtual address `vaddr`; nullptr before the first.
   const smt_unwind_row* find(uint64_t vaddr) const;
+  // smt_unwind_mapping's pc_bias (a row's pc = ip - pc_bias) for this file
+  // mapped at `start` from file offset `pgoff` (/proc/PID/maps); nullopt when
+  // that offset lies in no executable segment.
+  std::optional<uint64_t> pc_bias(uint64_t start, uint64_t pgoff) const;
   size_t bytes() const { return rows.size() * sizeof(smt_unwind_row); }
 };
 

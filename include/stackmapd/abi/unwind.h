@@ -66,4 +66,31 @@ SMT_STATIC_ASSERT(sizeof(struct smt_unwind_row) == 8, "an unwind row is 8 bytes"
 #define SMT_UNWIND_RBP_OFF_MIN (-128 * 8)
 #define SMT_UNWIND_RBP_OFF_MAX (127 * 8)
 
+/*
+ * The BPF side's maps, filled by the daemon as each mapping is first seen:
+ * - rows: every loaded table's rows one after another (a file's table once,
+ *   however many processes map it);
+ * - per process (by tgid): its executable mappings that have a table, sorted
+ *   by start, each pointing at its file's rows.
+ * include/stackmapd/unwind_find.h searches them.
+ */
+#define SMT_UNWIND_ROWS_MAX (1u << 18) /* 2 MiB of rows: libc 28 k, python3.11 65 k */
+#define SMT_UNWIND_MAPPINGS_MAX 64     /* per process; a mapping past them has no table */
+
+struct smt_unwind_mapping {
+	__u64 start, end; /* the mapping's user addresses, [start, end) */
+	__u64 pc_bias;	  /* a row's pc = ip - pc_bias */
+	__u32 first_row;  /* the file's rows are rows[first_row, first_row + nr_rows) */
+	__u32 nr_rows;
+};
+SMT_STATIC_ASSERT(sizeof(struct smt_unwind_mapping) == 32, "an unwind mapping is 32 bytes");
+
+struct smt_unwind_process {
+	__u32 nr; /* mappings in use, sorted by start */
+	__u32 reserved;
+	struct smt_unwind_mapping mappings[SMT_UNWIND_MAPPINGS_MAX];
+};
+SMT_STATIC_ASSERT(sizeof(struct smt_unwind_process) == 8 + 32 * SMT_UNWIND_MAPPINGS_MAX,
+		  "an unwind process is its mappings and their count");
+
 #endif /* STACKMAPD_ABI_UNWIND_H */
