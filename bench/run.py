@@ -33,6 +33,9 @@ Sections:
                  --user-stacks, --profile, -f, --offcpu): xlated bytes and the
                  verifier's instruction count, and the baseline's with
                  --baseline-stackmapd.
+  unwind         the unwind tables of libc, ld.so, python3.11 and gzip
+                 (daemon/unwind/, bench/cfi_bench): build time (the process's
+                 first build apart: it loads libdw's backend), rows and bytes.
   compare        (with --baseline-stackmapd) this build's daemon against another
                  build, one at a time on the same tracepoint, A B A B ...:
                  in-kernel ns/event, workload ops/s and daemon CPU, as ratios.
@@ -940,6 +943,20 @@ def bench_snapshot(a, bins):
     return res
 
 
+UNWIND_FILES = ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2",
+                "/usr/bin/python3.11", "/usr/bin/gzip")
+
+
+def bench_unwind(a, bins):
+    """Each file's unwind table: build time (first build of the process apart), rows, bytes."""
+    files = [f for f in UNWIND_FILES if os.path.exists(f)]
+    res = json.loads(sh([bins["cfi_bench"], "--rounds", "1" if a.smoke else "9"] + files))
+    for f in res["files"]:
+        log("unwind %-34s %6d rows %8d B  %.1f ms (first %.1f ms)" % (
+            f["path"], f["rows"], f["bytes"], f["median_ms"], f["first_ms"]))
+    return res
+
+
 def sha256_of(path):
     import hashlib
     with open(path, "rb") as f:
@@ -1169,6 +1186,14 @@ def markdown(res):
                  "settings it prunes)",
               ["configuration: program", "xlated bytes", "verified insns"] +
               (["baseline xlated bytes", "baseline verified insns"] if base else []), rows)
+    uw = res.get("unwind")
+    if uw:
+        table(L, "**Unwind tables** (`bench/cfi_bench`: each file's table built from its CFI; "
+                 "ms the median of its rounds, the process's first build apart: it loads libdw's "
+                 "backend; 8-byte rows)",
+              ["file", "CFI", "FDEs", "rows", "bytes", "build ms", "first build ms"],
+              [[f"`{f['path']}`", f["section"], str(f["fdes"]), str(f["rows"]), str(f["bytes"]),
+                str(f["median_ms"]), str(f["first_ms"])] for f in uw["files"]])
     sn = res.get("snapshot")
     if sn:
         stages = list(next(iter(sn.values()))["ms"])
@@ -1385,7 +1410,7 @@ def main():
                     help="where latest.{json,md,png} go (default bench/results; with --smoke "
                          "a temporary directory)")
     ap.add_argument("--only", default=None,
-                    help="comma-separated sections: ns,throughput,ring,daemon,pool,user,offcpu,progs,snapshot,compare "
+                    help="comma-separated sections: ns,throughput,ring,daemon,pool,user,offcpu,progs,snapshot,unwind,compare "
                          "(default: all; compare only with --baseline-stackmapd)")
     ap.add_argument("--baseline-stackmapd", metavar="BINARY",
                     help="another stackmapd build to compare this one with (section compare), "
@@ -1426,11 +1451,11 @@ def main():
         a.out = (tempfile.mkdtemp(prefix="stackmapd-bench-smoke-") if a.smoke
                  else os.path.join(HERE, "results"))
     if a.only is None:
-        a.only = "ns,throughput,ring,daemon,pool,user,offcpu,progs,snapshot" + (",compare" if a.baseline_stackmapd else "")
+        a.only = "ns,throughput,ring,daemon,pool,user,offcpu,progs,snapshot,unwind" + (",compare" if a.baseline_stackmapd else "")
     b = a.build_dir
     bins = {"stackmapd": f"{b}/stackmapd", "alloc_loop": f"{b}/bench/alloc_loop",
             "bare_stack": f"{b}/bench/bare_stack", "drain_bench": f"{b}/bench/drain_bench",
-            "snapshot_bench": f"{b}/bench/snapshot_bench"}
+            "snapshot_bench": f"{b}/bench/snapshot_bench", "cfi_bench": f"{b}/bench/cfi_bench"}
     if a.baseline_stackmapd:
         bins["baseline_stackmapd"] = a.baseline_stackmapd
     for k, v in bins.items():
@@ -1482,6 +1507,7 @@ def main():
              "progs": ("BPF programs: xlated bytes and verified instructions", "bpf_programs",
                        bench_progs),
              "snapshot": ("one snapshot, stage by stage", "snapshot", bench_snapshot),
+             "unwind": ("unwind tables: build time and size", "unwind", bench_unwind),
              "compare": ("this build against the baseline", "compare", bench_compare)}
     for s in sections:
         if s not in known:

@@ -11,7 +11,7 @@ import pathlib
 import re
 import sys
 
-LAYERS = ["sys", "model", "symbols", "resolve", "bpf", "tracefs", "export", "http", "run"]
+LAYERS = ["sys", "model", "symbols", "unwind", "resolve", "bpf", "tracefs", "export", "http", "run"]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"daemon/([^/"]+)/[^"]*"')
 

@@ -37,11 +37,15 @@ std::string elf_build_id(const std::string& path) {
   elf_version(EV_CURRENT);
   Elf* elf = elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr);  // owned here, ended below
   if (!elf) return "";
-  const void* id = nullptr;
-  const ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
-  std::string out = n > 0 ? to_hex(static_cast<const unsigned char*>(id), n) : "";
+  std::string out = elf_build_id(elf);
   elf_end(elf);
   return out;
+}
+
+std::string elf_build_id(Elf* elf) {
+  const void* id = nullptr;
+  const ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
+  return n > 0 ? to_hex(static_cast<const unsigned char*>(id), n) : "";
 }
 
 ProcessMaps ProcessMaps::parse(const std::string& text) {

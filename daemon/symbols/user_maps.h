@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+typedef struct Elf Elf;  // libelf's
+
 namespace stackmapd {
 
 struct MappedFile {
@@ -39,5 +41,7 @@ class ProcessMaps {
 // The GNU build id of the ELF file at `path`, in hex; empty if it has none
 // or is no ELF file.
 std::string elf_build_id(const std::string& path);
+// The same of an ELF file already open.
+std::string elf_build_id(Elf* elf);
 
 }  // namespace stackmapd

@@ -22,5 +22,6 @@
 #include "stackmapd/abi/trace.h"
 #include "stackmapd/abi/records.h"
 #include "stackmapd/abi/batch.h"
+#include "stackmapd/abi/unwind.h"
 
 #endif /* STACKMAPD_ABI_H */

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: GPL-2.0
+// Unwind tables by file: a file's table is built once, however many processes
+// map it, and shared. Keyed by build id (a file without one by its path).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "daemon/unwind/cfi_table.h"
+
+namespace stackmapd {
+
+class CfiCache {
+ public:
+  // The table of the file at `path` (a /proc/PID/map_files/... path works: the
+  // key is read from the file). Throws Error as build_cfi_table does; a file
+  // that failed is tried again at its next call.
+  std::shared_ptr<const CfiTable> get(const std::string& path);
+  size_t builds() const;  // tables built so far
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const CfiTable>> tables_;  // guarded by mu_
+  size_t builds_ = 0;                                              // guarded by mu_
+};
+
+}  // namespace stackmapd

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Unwind tables: how a user frame's caller is found without frame pointers.
+ * The daemon builds one table per ELF file (keyed by its build id, shared by
+ * every process that maps it) from the file's .eh_frame, or its .debug_frame
+ * when it has no .eh_frame (daemon/unwind/). A table is its rows sorted by pc;
+ * the row that applies at a pc is the last one at or below it. A pc that no
+ * FDE covers (a gap between FDEs, past the last one) finds an SMT_CFA_NONE row:
+ * no table there.
+ *
+ * x86_64 only for now: CFA = rsp|rbp + offset, the return address at CFA - 8
+ * (a row whose return address is elsewhere is SMT_CFA_UNSUPPORTED).
+ * Part of stackmapd/abi.h, which includes it.
+ */
+#ifndef STACKMAPD_ABI_UNWIND_H
+#define STACKMAPD_ABI_UNWIND_H
+
+#ifndef STACKMAPD_ABI_H
+#error "include stackmapd/abi.h"
+#endif
+
+/* How the caller's stack pointer (the CFA) is found. */
+enum smt_cfa_rule {
+	SMT_CFA_NONE, /* no CFI covers this pc: no table here */
+	SMT_CFA_RSP,  /* CFA = rsp + cfa_off */
+	SMT_CFA_RBP,  /* CFA = rbp + cfa_off */
+	/* A PLT stub's DW_CFA_def_cfa_expression, the one binutils writes:
+	 * CFA = rsp + 8 + ((rip & 15) >= cfa_off ? 8 : 0), cfa_off 11 (or 10). */
+	SMT_CFA_PLT,
+	SMT_CFA_END,	/* return address undefined: the outermost frame (_start, clone3) */
+	SMT_CFA_SIGNAL, /* a signal trampoline ('S'): the caller's registers are in the ucontext */
+	SMT_CFA_UNSUPPORTED, /* another expression or register, an offset out of range, or the
+			      * return address not at CFA - 8: cannot follow */
+};
+
+/* Where the caller's rbp is. */
+enum smt_rbp_rule {
+	SMT_RBP_SAME,	/* unchanged: the caller's rbp is this frame's */
+	SMT_RBP_AT_CFA, /* saved at CFA + rbp_off * 8 */
+	SMT_RBP_LOST,	/* undefined, in another register, an expression, or an odd offset */
+};
+
+#define SMT_UNWIND_CFA_RULE(rules) ((rules)&0xf)
+#define SMT_UNWIND_RBP_RULE(rules) ((rules) >> 4)
+#define SMT_UNWIND_RULES(cfa, rbp) ((__u8)((cfa) | ((rbp) << 4)))
+
+/*
+ * One row, 8 bytes. Limits (a rule beyond them is SMT_CFA_UNSUPPORTED or
+ * SMT_RBP_LOST, never a wrong rule):
+ * - pc: the ELF virtual address minus the table's base (the lowest PT_LOAD's
+ *   page), 32 bits: a file whose covered code ends 4 GiB or more past its base
+ *   gets no table (its frames fall back to frame pointers);
+ * - cfa_off: 0..65535 bytes (frames of 64 KiB or more are unsupported);
+ * - rbp_off: -1024..1016 bytes from the CFA, in 8-byte units.
+ * Equal adjacent rows are merged: each row starts a change.
+ */
+struct smt_unwind_row {
+	__u32 pc;
+	__u16 cfa_off;
+	__u8 rules;   /* SMT_UNWIND_RULES(enum smt_cfa_rule, enum smt_rbp_rule) */
+	__s8 rbp_off; /* in 8-byte units: the saved rbp is at CFA + rbp_off * 8 */
+};
+SMT_STATIC_ASSERT(sizeof(struct smt_unwind_row) == 8, "an unwind row is 8 bytes");
+
+#define SMT_UNWIND_CFA_OFF_MAX 65535
+#define SMT_UNWIND_RBP_OFF_MIN (-128 * 8)
+#define SMT_UNWIND_RBP_OFF_MAX (127 * 8)
+
+/*
+ * The BPF side's maps, filled by the daemon as each mapping is first seen:
+ * - rows: every loaded table's rows one after another (a file's table once,
+ *   however many processes map it);
+ * - per process (by tgid): its executable mappings that have a table, sorted
+ *   by start, each pointing at its file's rows.
+ * include/stackmapd/unwind_find.h searches them.
+ */
+#define SMT_UNWIND_ROWS_MAX (1u << 18) /* 2 MiB of rows: libc 28 k, python3.11 65 k */
+#define SMT_UNWIND_MAPPINGS_MAX 64     /* per process; a mapping past them has no table */
+
+struct smt_unwind_mapping {
+	__u64 start, end; /* the mapping's user addresses, [start, end) */
+	__u64 pc_bias;	  /* a row's pc = ip - pc_bias */
+	__u32 first_row;  /* the file's rows are rows[first_row, first_row + nr_rows) */
+	__u32 nr_rows;
+};
+SMT_STATIC_ASSERT(sizeof(struct smt_unwind_mapping) == 32, "an unwind mapping is 32 bytes");
+
+struct smt_unwind_process {
+	__u32 nr; /* mappings in use, sorted by start */
+	__u32 reserved;
+	struct smt_unwind_mapping mappings[SMT_UNWIND_MAPPINGS_MAX];
+};
+SMT_STATIC_ASSERT(sizeof(struct smt_unwind_process) == 8 + 32 * SMT_UNWIND_MAPPINGS_MAX,
+		  "an unwind process is its mappings and their count");
+
+#endif /* STACKMAPD_ABI_UNWIND_H */

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: GPL-2.0
+// The BPF walker's searches (include/stackmapd/unwind_find.h) over tables
+// laid out as the maps hold them, for this very process's mappings: every
+// row of libc found at its ip, and libc's pc_bias is where the loader put it.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/symbols/user_maps.h"
+#include "daemon/sys/error.h"
+#include "daemon/unwind/cfi_cache.h"
+#include "daemon/unwind/cfi_table.h"
+
+namespace {
+
+struct HostRows {
+  std::vector<smt_unwind_row> rows;  // every table one after another, as in the BPF map
+};
+
+}  // namespace
+
+static const smt_unwind_row* smt_unwind_row_at(void* rows, __u32 idx) {
+  auto& r = static_cast<HostRows*>(rows)->rows;
+  return idx < r.size() ? &r[idx] : nullptr;
+}
+
+#include "stackmapd/unwind_find.h"
+
+namespace stackmapd {
+namespace {
+
+#if defined(__x86_64__)
+
+// This process's executable mappings that have a table, laid out as the maps hold them.
+struct Loaded {
+  HostRows rows;
+  smt_unwind_process proc{};
+  std::vector<std::shared_ptr<const CfiTable>> tables;  // by mapping
+};
+
+Loaded load_self() {
+  Loaded l;
+  CfiCache cache;
+  std::map<const CfiTable*, uint32_t> first_rows;  // a file's rows once
+  const auto maps = ProcessMaps::read(static_cast<uint32_t>(getpid()));
+  EXPECT_TRUE(maps);
+  for (const MappedFile& f : maps->files()) {
+    std::shared_ptr<const CfiTable> t;
+    try {
+      t = cache.get(f.open_path);
+    } catch (const Error&) {
+      continue;  // no CFI: frame pointers there
+    }
+    const auto bias = t->pc_bias(f.start, f.pgoff);
+    if (!bias || l.proc.nr == SMT_UNWIND_MAPPINGS_MAX) continue;
+    auto [at, added] = first_rows.emplace(t.get(), static_cast<uint32_t>(l.rows.rows.size()));
+    if (added) l.rows.rows.insert(l.rows.rows.end(), t->rows.begin(), t->rows.end());
+    l.proc.mappings[l.proc.nr++] = {f.start, f.end, *bias, at->second,
+                                    static_cast<uint32_t>(t->rows.size())};
+    l.tables.push_back(t);
+  }
+  return l;
+}
+
+TEST(UnwindFind, LibcBiasIsWhereTheLoaderPutIt) {
+  Loaded l = load_self();
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libc, nullptr);
+  const auto ip = reinterpret_cast<uint64_t>(dlsym(libc, "qsort"));
+  Dl_info info;
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(ip), &info), 0);
+  dlclose(libc);
+  const smt_unwind_mapping* m = smt_unwind_mapping_of(&l.proc, ip);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->pc_bias, reinterpret_cast<uint64_t>(info.dli_fbase));  // libc's vaddrs start at 0
+  const CfiTable& t = *l.tables[m - l.proc.mappings];
+  const smt_unwind_row* want = t.find(ip - reinterpret_cast<uint64_t>(info.dli_fbase));
+  ASSERT_NE(want, nullptr);
+  EXPECT_EQ(smt_unwind_row_of(&l.rows, m, ip), &l.rows.rows[m->first_row + (want - t.rows.data())]);
+}
+
+TEST(UnwindFind, EveryRowOfEveryMappingAtItsIp) {
+  Loaded l = load_self();
+  ASSERT_GE(l.proc.nr, 2u);  // the test itself, libc, ...
+  size_t checked = 0;
+  for (uint32_t i = 0; i < l.proc.nr; ++i) {
+    const smt_unwind_mapping& m = l.proc.mappings[i];
+    EXPECT_EQ(smt_unwind_mapping_of(&l.proc, m.start), &m);
+    EXPECT_EQ(smt_unwind_mapping_of(&l.proc, m.end - 1), &m);
+    if (i + 1 == l.proc.nr || l.proc.mappings[i + 1].start != m.end) {
+      EXPECT_EQ(smt_unwind_mapping_of(&l.proc, m.end), nullptr);
+    }
+    for (uint32_t r = 0; r < m.nr_rows; ++r) {
+      const uint64_t ip = l.rows.rows[m.first_row + r].pc + m.pc_bias;
+      if (ip < m.start || ip >= m.end) continue;  // rows of another segment's mapping
+      ASSERT_EQ(smt_unwind_row_of(&l.rows, &m, ip), &l.rows.rows[m.first_row + r]) << i << " " << r;
+      if (r > 0)
+        ASSERT_EQ(smt_unwind_row_of(&l.rows, &m, ip - 1), &l.rows.rows[m.first_row + r - 1]);
+      else ASSERT_EQ(smt_unwind_row_of(&l.rows, &m, ip - 1), nullptr);  // below the first row
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 20000u);  // libc's alone has 28 k
+}
+
+#endif  // __x86_64__
+
+}  // namespace
+}  // namespace stackmapd
