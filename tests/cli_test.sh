@@ -257,10 +257,16 @@ pid_loops
 wait $a $b $other
 check "--pid A,B --pid B, --profile: samples of A and B only ($(traced_pids pids_profile); want $(want_pids))" \
   '[ "$(traced_pids pids_profile)" = "$(want_pids)" ]'
-"$PY" -c 'import threading, time; threading.Thread(target=time.sleep, args=(5,)).start(); time.sleep(5)' &
+"$PY" -c 'import threading, time; threading.Thread(target=time.sleep, args=(30,)).start(); time.sleep(30)' &
 threaded=$!
-sleep 0.5
-thread=$(ls /proc/$threaded/task | grep -vx $threaded | head -1)
+# Its second thread, once the interpreter has started it (seconds on a loaded machine).
+thread=
+for _ in $(seq 100); do
+  thread=$(ls /proc/$threaded/task 2> /dev/null | grep -vx $threaded | head -1)
+  [ -n "$thread" ] && break
+  sleep 0.1
+done
+check "the threaded helper has a second thread ($thread)" '[ -n "$thread" ]'
 expect_error "--pid 4194303: no such process: give the pid of a running process" "$BIN" --pid "$$ 4194303" --duration 1
 expect_error "is a thread of process $threaded: give $threaded" "$BIN" --pid "$thread" --duration 1
 kill $threaded
