@@ -75,10 +75,10 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt, Recording* 
   if (!tracefs) return trace(opt, recording);
   if (!args.functions.empty() || args.profile_hz || !args.trace.empty() || !args.perfetto.empty() ||
       args.verify || !args.by.empty() || !args.sum.empty() || args.offcpu || !args.pids.empty() ||
-      args.cpu)
+      !args.comms.empty() || !args.cgroups.empty() || args.cpu)
     throw Error(
-        "-f, --profile, --trace, --perfetto, --verify, --by, --sum, --offcpu, --pid and --cpu "
-        "need the BPF backend: drop them for --backend tracefs");
+        "-f, --profile, --trace, --perfetto, --verify, --by, --sum, --offcpu, --pid, --comm, "
+        "--cgroup and --cpu need the BPF backend: drop them for --backend tracefs");
   if (args.bits != SMT_DEFAULT_BITS)
     spdlog::warn(
         "--bits does not apply to the tracefs backend: the kernel's table size is set "
@@ -124,7 +124,7 @@ int run_trace(const TraceArgs& args) {
       args.by.empty() && args.sum.empty() && !args.offcpu && args.output.empty() &&
       !args.duration && args.trace.empty() && args.perfetto.empty() && args.pprof.empty() &&
       args.otlp.empty() && args.folded.empty() && args.svg.empty() && args.pids.empty() &&
-      !args.cpu) {
+      args.comms.empty() && args.cgroups.empty() && !args.cpu) {
     if (auto reply = control_request(args.socket, "top " + std::to_string(*args.top))) {
       std::cout << *reply;
       return 0;
