@@ -262,11 +262,18 @@ pid=
 check "the daemon stops cleanly (exit $rc)" '[ "$rc" -eq 0 ]'
 check "and removes its HTTP socket" '[ ! -e "$run/http.sock" ]'
 # A port that is taken: the daemon does not start, and says so in one line.
-"$PY" -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", '$P_HTTP')); s.listen(); time.sleep(20)' &
+# The holder takes a free port of its own: the test's port may still be held
+# (a connection of the stopped daemon's in TIME_WAIT, another program).
+"$PY" -c 'import socket,sys,time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+open(sys.argv[1] + ".tmp", "w").write(str(s.getsockname()[1])); __import__("os").rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(30)' "$tmp/taken_port" &
 holder=$!
-sleep 0.3
+for _ in $(seq 100); do [ -s "$tmp/taken_port" ] && break; sleep 0.1; done
+taken=$(cat "$tmp/taken_port" 2> /dev/null)
+check "a program holds port ${taken:-none}" '[ -n "$taken" ]'
 expect_error "another program listens there" timeout 20 "$BIN" daemon --export-dir "$run" --pin-dir "" \
-  --config /dev/null -e kmem:kmem_cache_alloc --listen "127.0.0.1:$P_HTTP"
+  --config /dev/null -e kmem:kmem_cache_alloc --listen "127.0.0.1:${taken:-1}"
 kill "$holder"
 
 echo "$failures failure(s)"
