@@ -45,22 +45,6 @@ shell_comm=$(cat /proc/$$/comm)  # what a forked child is called until it execs
 # A background process whose pid is killed on exit if the test stops early.
 track() { bg_pids="$bg_pids $1"; }
 
-# start_workload NAME ARGS...: "$WORKLOAD" --go, blocked until SIGUSR1; sets $wpid.
-# It is ready when it sleeps in rt_sigtimedwait (x86_64 syscall 128).
-start_workload() {
-  local name=$1
-  shift
-  "$WORKLOAD" --go "$tmp/$name.ready" "$@" 2> "$tmp/$name.err" &
-  wpid=$!
-  track $wpid
-  for _ in $(seq 200); do
-    [ "$(cut -d' ' -f1 "/proc/$wpid/syscall" 2> /dev/null)" = 128 ] && return 0
-    sleep 0.05
-  done
-  fail "workload $name ($*) never waited for its go signal: $(cat "$tmp/$name.err")"
-  return 1
-}
-
 # wait_attached STDERR_FILE PID: stackmapd logged "tracing ..." (it is attached).
 wait_attached() {
   for _ in $(seq 200); do

@@ -81,3 +81,20 @@ wait_http() {
     sleep 0.1
   done
 }
+
+# start_workload NAME ARGS...: "$WORKLOAD" --go (tests/workloads/attr_workload.c),
+# blocked until SIGUSR1; sets $wpid. The caller defines track PID and sets $WORKLOAD.
+# It is ready when it sleeps in rt_sigtimedwait (x86_64 syscall 128).
+start_workload() {
+  local name=$1
+  shift
+  "$WORKLOAD" --go "$tmp/$name.ready" "$@" 2> "$tmp/$name.err" &
+  wpid=$!
+  track $wpid
+  for _ in $(seq 200); do
+    [ "$(cut -d' ' -f1 "/proc/$wpid/syscall" 2> /dev/null)" = 128 ] && return 0
+    sleep 0.05
+  done
+  fail "workload $name ($*) never waited for its go signal: $(cat "$tmp/$name.err")"
+  return 1
+}

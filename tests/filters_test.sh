@@ -40,21 +40,6 @@ trap cleanup EXIT
 source "$(dirname "$0")/check_lib.sh"
 track() { bg_pids="$bg_pids $1"; }
 
-# start_workload NAME COMM ARGS...: blocked until SIGUSR1 (see attr_workload.c); sets $wpid.
-start_workload() {
-  local name=$1 comm=$2
-  shift 2
-  "$WORKLOAD" --go "$tmp/$name.ready" --comm "$comm" "$@" 2> "$tmp/$name.err" &
-  wpid=$!
-  track $wpid
-  for _ in $(seq 200); do
-    [ "$(cut -d' ' -f1 "/proc/$wpid/syscall" 2> /dev/null)" = 128 ] && return 0
-    sleep 0.05
-  done
-  fail "workload $name never waited for its go signal: $(cat "$tmp/$name.err")"
-  return 1
-}
-
 # ftrace_start FILE VALUE: kmem:kmem_cache_alloc in an instance of our own,
 # with VALUE written to the instance's FILE (the event's filter, set_event_pid).
 ftrace_start() {
@@ -113,9 +98,9 @@ total() { "$PY" -c 'import json,sys; print(sum(s["ref_count"] for s in json.load
 
 N=5000
 # --- 1. --comm: exactly ftrace's 'comm == NAME' -------------------------------
-if start_workload keep smtf-keep stat $N; then
+if start_workload keep --comm smtf-keep stat $N; then
   go=$wpid
-  start_workload other smtf-other stat $N && go="$go $wpid"
+  start_workload other --comm smtf-other stat $N && go="$go $wpid"
   ftrace_start events/kmem/kmem_cache_alloc/filter 'comm == "smtf-keep"'
   record "$tmp/comm" -e kmem:kmem_cache_alloc --comm smtf-keep --by comm
   ftrace_stop
@@ -135,11 +120,11 @@ if [ -z "$cg2" ] || [ ! -f "$cg2/cgroup.procs" ]; then
   exit 1
 fi
 mkdir -p "$cg/inner"
-if start_workload inside smtf-inside stat $N; then
+if start_workload inside --comm smtf-inside stat $N; then
   inside=$wpid
   echo $inside > "$cg/inner/cgroup.procs"
   go=$inside
-  start_workload outside smtf-outside stat $N && go="$go $wpid"
+  start_workload outside --comm smtf-outside stat $N && go="$go $wpid"
   ftrace_start set_event_pid $inside
   record "$tmp/cgroup" -e kmem:kmem_cache_alloc --cgroup "/stackmapd_filters_$$" --by pid
   ftrace_stop
@@ -153,20 +138,20 @@ if start_workload inside smtf-inside stat $N; then
 fi
 
 # --- 3. OR within a kind, AND across kinds ------------------------------------
-if start_workload a smtf-a stat 2000; then
+if start_workload a --comm smtf-a stat 2000; then
   a=$wpid
   go=$a
-  start_workload b smtf-b stat 2000 && go="$go $wpid"
-  start_workload c smtf-c stat 2000 && go="$go $wpid"
+  start_workload b --comm smtf-b stat 2000 && go="$go $wpid"
+  start_workload c --comm smtf-c stat 2000 && go="$go $wpid"
   echo $a > "$cg/inner/cgroup.procs"
   record "$tmp/or" -e kmem:kmem_cache_alloc --comm smtf-a,smtf-b --by comm
   got=$(by "$tmp/or/stack_map.json" comm | sed -E 's/=[0-9]+//g')
   check "--comm smtf-a,smtf-b: both and only they ($got)" '[ $rc -eq 0 ] && [ "$got" = "smtf-a smtf-b" ]'
 fi
-if start_workload a2 smtf-a stat 2000; then
+if start_workload a2 --comm smtf-a stat 2000; then
   a=$wpid
   go=$a
-  start_workload b2 smtf-b stat 2000 && go="$go $wpid"
+  start_workload b2 --comm smtf-b stat 2000 && go="$go $wpid"
   echo $a > "$cg/inner/cgroup.procs"
   record "$tmp/and" -e kmem:kmem_cache_alloc --comm smtf-a,smtf-b --cgroup "$cg" --by comm
   got=$(by "$tmp/and/stack_map.json" comm | sed -E 's/=[0-9]+//g')
@@ -175,9 +160,9 @@ if start_workload a2 smtf-a stat 2000; then
 fi
 
 # --- 4. --offcpu --comm -------------------------------------------------------
-if start_workload sleeper smtf-sleep sleep 20 10; then
+if start_workload sleeper --comm smtf-sleep sleep 20 10; then
   go=$wpid
-  start_workload sleeper2 smtf-sleep2 sleep 20 10 && go="$go $wpid"
+  start_workload sleeper2 --comm smtf-sleep2 sleep 20 10 && go="$go $wpid"
   record "$tmp/offcpu" --offcpu --comm smtf-sleep --by comm
   got=$(by "$tmp/offcpu/stack_map.json" comm)
   check "--offcpu --comm smtf-sleep: its 20 sleeps and no other task ($got)" \
