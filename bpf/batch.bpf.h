@@ -82,6 +82,8 @@ static __always_inline void count_facts(struct smt_batch *b, __u64 *cnt,
 		count(cnt, SMC_USER_NOT_STORED);
 	if (f->user_truncated)
 		count(cnt, SMC_USER_TRUNCATED);
+	if (f->user_stop >= SMC_USER_COMPLETE && f->user_stop < SMC_NR)
+		count(cnt, f->user_stop);
 }
 
 /* The batch's seqlock (abi.h): xchg is fully ordered on every JIT. */

@@ -131,6 +131,9 @@ SMT_LOOP_CB probe_step_cb(__u32 i, void *ctx)
 #define USER_NONE (1ULL << 32)
 #define USER_NOT_STORED (1ULL << 33)
 #define USER_TRUNCATED (1ULL << 34)
+/* where an unwind-table walk ended (abi/table.h's SMC_USER_COMPLETE..) */
+#define USER_STOP(counter) ((__u64)(counter) << 40)
+#define USER_STOP_OF(r) ((__u32)((r) >> 40) & 0xff)
 
 /* The current task's name, user stack and kernel stack lookup. */
 #ifdef SMT_BPFLOADER

@@ -31,6 +31,7 @@ struct event_facts {
 	__u8 no_user_stack;
 	__u8 user_not_stored;
 	__u8 user_truncated;
+	__u8 user_stop; /* with unwind tables: where the walk ended (0: depth, or no walk) */
 };
 
 /* A binary search of the machinery's sorted ranges (abi.h), one step per call. */
@@ -150,6 +151,7 @@ static __always_inline void capture_user(void *ctx, const volatile struct smt_co
 	f->no_user_stack = !!(r & USER_NONE);
 	f->user_not_stored = !!(r & USER_NOT_STORED);
 	f->user_truncated = !!(r & USER_TRUNCATED);
+	f->user_stop = USER_STOP_OF(r);
 }
 
 #endif /* STACKMAPD_STACK_PATH_BPF_H */

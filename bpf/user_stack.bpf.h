@@ -23,35 +23,52 @@ static __always_inline __u32 exec_id(void)
 	return t->self_exec_id;
 }
 
+#include "user_unwind.bpf.h"
+
+/* The current task's user stack into buf->uips: walked with the unwind
+ * tables (user_unwind), else by frame pointers. Returns how many frames, 0
+ * when there is none; with the tables, *stop is where the walk ended. */
+static __always_inline __u32 user_frames(void *ctx, const volatile struct smt_config *cfg,
+					 struct stack_buf *buf, __u32 tgid, __u32 *stop)
+{
+	long len;
+
+	if (cfg->user_unwind)
+		return unwind_user(buf->uips, tgid, exec_id(), stop);
+	len = bpf_get_stack(ctx, buf->uips, sizeof(buf->uips), BPF_F_USER_STACK);
+	return len < (long)sizeof(__u64) ? 0 : len / sizeof(__u64);
+}
+
 /*
- * --user-stacks: captures the current task's user stack (frame pointers)
- * into buf->uips and finds or inserts it in the user table, keyed by its
- * process (the marker frame). A global function: the verifier checks it
- * once, not once per state of every caller (the whole event path, walked
- * again for each outcome of the kernel stack's probe, is past its limit).
+ * --user-stacks: captures the current task's user stack into buf->uips and
+ * finds or inserts it in the user table, keyed by its process (the marker
+ * frame). A global function: the verifier checks it once, not once per state
+ * of every caller (the whole event path, walked again for each outcome of
+ * the kernel stack's probe, is past its limit).
  */
 __noinline __u64 smt_user_stack(void *ctx __attribute__((btf_decl_tag("arg:ctx"))),
 				struct stack_buf *buf)
 {
 	const volatile struct smt_config *cfg = get_config();
 	struct smt_globals *g = get_globals();
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, stop = 0, nr;
 	__u64 facts = 0;
 	struct smt_probe p;
-	long len;
-	__u32 nr;
 
 	if (!buf)
 		return USER_NONE | SMT_NO_USER_STACK;
-	len = bpf_get_stack(ctx, buf->uips, sizeof(buf->uips), BPF_F_USER_STACK);
-	if (len < (long)sizeof(__u64))
+	nr = user_frames(ctx, cfg, buf, tgid, &stop);
+	if (!nr)
 		return USER_NONE | SMT_NO_USER_STACK; /* a kernel thread, or no readable frame */
-	nr = len / sizeof(__u64);
 	if (nr > SMT_MAX_USER_DEPTH) {
 		nr = SMT_MAX_USER_DEPTH;
-		facts |= USER_TRUNCATED;
+		stop = SMC_USER_TRUNCATED;
 	}
-	buf->uips[nr & (SMT_MAX_DEPTH - 1)] =
-		SMT_USER_MARKER(bpf_get_current_pid_tgid() >> 32, exec_id());
+	if (stop == SMC_USER_TRUNCATED)
+		facts |= USER_TRUNCATED;
+	else if (stop)
+		facts |= USER_STOP(stop);
+	buf->uips[nr & (SMT_MAX_DEPTH - 1)] = SMT_USER_MARKER(tgid, exec_id());
 	smt_probe_init(&p, &g->user_shared, buf->uips, nr + 1, cfg->table_bits,
 		       g->user_shared.hash_seed);
 	bpf_loop(SMT_MAX_PROBES, probe_user_step_cb, &p, 0);

@@ -64,6 +64,7 @@ smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_byt
   s.strip_nr = static_cast<uint32_t>(std::min<size_t>(c.machinery.size(), SMT_MAX_STRIP));
   std::copy_n(c.machinery.begin(), s.strip_nr, s.strip);
   s.user_stacks = c.user_stacks;
+  s.user_unwind = c.user_unwind;
   return s;
 }
 
@@ -149,6 +150,8 @@ bool BpfObject::load_own(const SessionConfig& config) {
   // The user stack table: as large as the kernel's, one entry each when off.
   bpf_map__set_max_entries(skel_->maps.uslots, config.user_stacks ? 2u << bits_ : 1);
   bpf_map__set_max_entries(skel_->maps.upool, config.user_stacks ? 1u << bits_ : 1);
+  bpf_map__set_max_entries(skel_->maps.unwind_rows, config.user_unwind ? kUnwindRows : 1);
+  bpf_map__set_max_entries(skel_->maps.unwind_procs, config.user_unwind ? kUnwindProcesses : 1);
 
   bool take_over = false;
   if (!pin_dir_.empty()) {
@@ -181,6 +184,8 @@ bool BpfObject::load_own(const SessionConfig& config) {
   pool_fd_ = bpf_map__fd(skel_->maps.pool);
   uslots_fd_ = bpf_map__fd(skel_->maps.uslots);
   upool_fd_ = bpf_map__fd(skel_->maps.upool);
+  unwind_rows_fd_ = bpf_map__fd(skel_->maps.unwind_rows);
+  unwind_procs_fd_ = bpf_map__fd(skel_->maps.unwind_procs);
   batches_fd_ = bpf_map__fd(skel_->maps.batches);
   ids_fd_ = bpf_map__fd(skel_->maps.ids);
   offcpu_start_fd_ = bpf_map__fd(skel_->maps.offcpu_start);

@@ -43,6 +43,14 @@ class BpfObject {
   int upool_fd() const { return upool_fd_; }
   bool user_table_pinned() const { return user_pinned_; }
   bool user_stacks() const { return config_.user_stacks; }
+  // --user-stacks with unwind tables (stackmapd/abi/unwind.h): the rows
+  // (kUnwindRows of them, mmapable) and the per-process entries; one entry
+  // each when off.
+  static constexpr uint32_t kUnwindRows = SMT_UNWIND_ROWS_MAX;
+  static constexpr uint32_t kUnwindProcesses = 1024;  // 2 MiB; the least recent go first
+  bool user_unwind() const { return config_.user_unwind; }
+  int unwind_rows_fd() const { return unwind_rows_fd_; }
+  int unwind_procs_fd() const { return unwind_procs_fd_; }
   // The per-CPU batches (smt_batch): batch_count() = possible CPUs x SMT_MAX_NEST.
   int batches_fd() const { return batches_fd_; }
   uint32_t batch_count() const { return batch_count_; }
@@ -99,7 +107,7 @@ class BpfObject {
   StackmapdSkeleton skel_;    // our own object, without --pinned
   Mapping pinned_globals_;    // --pinned: the globals map, mmapped
   int slots_fd_ = -1, pool_fd_ = -1, batches_fd_ = -1, ids_fd_ = -1;
-  int uslots_fd_ = -1, upool_fd_ = -1;
+  int uslots_fd_ = -1, upool_fd_ = -1, unwind_rows_fd_ = -1, unwind_procs_fd_ = -1;
   int tracepoint_prog_ = -1, profile_prog_ = -1, offcpu_prog_ = -1, offcpu_start_fd_ = -1;
   smt_globals* globals_ = nullptr;  // skel_'s .bss, or pinned_globals_
 };

@@ -36,10 +36,16 @@ uint64_t monotonic_ns() {
 }
 
 // --user-stacks' resolver of the user table's stacks; null without it.
-std::unique_ptr<UserStackCollector> user_stack_collector(const UserTable& table) {
+std::unique_ptr<UserStackCollector> user_stack_collector(const BpfObject& object,
+                                                         const UserTable& table) {
   if (!table.enabled()) return nullptr;
-  return std::make_unique<UserStackCollector>(table.table_size(),
-                                              [&table](uint32_t id) { return table.stack(id); });
+  std::unique_ptr<UnwindLoader> unwind;
+  if (object.user_unwind())
+    unwind = std::make_unique<UnwindLoader>(object.unwind_rows_fd(), BpfObject::kUnwindRows,
+                                            object.unwind_procs_fd());
+  return std::make_unique<UserStackCollector>(
+      table.table_size(), [&table](uint32_t id) { return table.stack(id); }, "/proc",
+      UserStackCollector::kDefaultMaxQueued, std::move(unwind));
 }
 
 void put_user_counts(TableStats& s, const UserStackCounts& c) {
@@ -48,6 +54,10 @@ void put_user_counts(TableStats& s, const UserStackCounts& c) {
   s.user_maps_evicted = c.processes_evicted;
   s.user_binaries_evicted = c.binaries_evicted;
   s.user_stacks_dropped = c.dropped;
+  s.unwind_processes = c.unwind.processes;
+  s.unwind_tables = c.unwind.tables;
+  s.unwind_rows = c.unwind.rows;
+  s.unwind_rows_full = c.unwind.rows_full;
 }
 
 int membarrier_global() {
@@ -70,7 +80,7 @@ BpfSession::BpfSession(const SessionConfig& config, Stage stage)
       store_(table_.table_size() + RingConsumer::kOverflowStacks,
              config.keys.empty() ? KeySpec::parse("pid,comm") : config.keys, config.max_key_pairs,
              config.user_stacks),
-      resolver_(store_.strings(), store_.keys(), user_stack_collector(user_table_)),
+      resolver_(store_.strings(), store_.keys(), user_stack_collector(object_, user_table_)),
       consumer_(object_.ids_fd(), table_, store_, resolver_, object_.batch_count(), config.trace),
       attachments_(object_, config),
       grace_period_(membarrier_global),

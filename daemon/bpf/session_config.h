@@ -67,6 +67,9 @@ struct TableConfig {
   std::string pinned_dir;
   // --user-stacks: each event's user stack too, in a second table (abi.h).
   bool user_stacks = false;
+  // ... walked with unwind tables (x86_64; --user-unwind tables, the
+  // default there), else by frame pointers.
+  bool user_unwind = false;
 
   bool operator==(const TableConfig&) const = default;
 };

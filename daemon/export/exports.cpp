@@ -81,6 +81,12 @@ const char* counter_name(int c) {
     case SMC_NO_USER_STACK: return "no_user_stack";
     case SMC_USER_NOT_STORED: return "user_not_stored";
     case SMC_USER_TRUNCATED: return "user_depth_truncated";
+    case SMC_USER_COMPLETE: return "user_unwind_complete";
+    case SMC_USER_NOT_LOADED: return "user_unwind_not_loaded";
+    case SMC_USER_NO_TABLE: return "user_unwind_no_table";
+    case SMC_USER_FAULT: return "user_unwind_fault";
+    case SMC_USER_UNSUPPORTED: return "user_unwind_unsupported";
+    case SMC_USER_OUTSIDE_CODE: return "user_unwind_outside_code";
   }
   return "unknown";
 }
@@ -112,7 +118,11 @@ std::vector<std::pair<const char*, uint64_t>> user_stats(const TableStats& st) {
           {"user_stacks_truncated", st.user_stacks_truncated},
           {"user_processes_gone", st.user_processes_gone},
           {"user_maps_evicted", st.user_maps_evicted},
-          {"user_binaries_evicted", st.user_binaries_evicted}};
+          {"user_binaries_evicted", st.user_binaries_evicted},
+          {"unwind_processes", st.unwind_processes},
+          {"unwind_tables", st.unwind_tables},
+          {"unwind_rows", st.unwind_rows},
+          {"unwind_rows_full", st.unwind_rows_full}};
 }
 
 // --user-stacks: every user stack the breakdown names, each frame with what

@@ -27,7 +27,8 @@ bool reaches_entry_point(const UserStack& s) {
   return false;
 }
 
-UserCapture::UserCapture(std::string proc) : proc_(std::move(proc)) {}
+UserCapture::UserCapture(std::string proc, std::unique_ptr<UnwindLoader> unwind)
+    : proc_(std::move(proc)), unwind_(std::move(unwind)) {}
 
 const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool reread) {
   const uint64_t key = uint64_t{exec_id} << 32 | pid;
@@ -35,7 +36,10 @@ const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool rer
     if (it->first == key) {
       if (reread) {
         std::optional<ProcessMaps> fresh = ProcessMaps::read(pid, proc_);
-        if (fresh) it->second = std::move(*fresh);
+        if (fresh) {
+          it->second = std::move(*fresh);
+          if (unwind_) unwind_->load(pid, exec_id, it->second);  // code mapped since (dlopen)
+        }
       }
       maps_.splice(maps_.begin(), maps_, it);
       return &maps_.front().second;
@@ -47,6 +51,8 @@ const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool rer
     ++processes_evicted_;
   }
   maps_.emplace_front(key, std::move(*m));
+  // The first sight of this process (or of its exec): its unwind tables too.
+  if (unwind_) unwind_->load(pid, exec_id, maps_.front().second);
   return &maps_.front().second;
 }
 

@@ -23,6 +23,7 @@
 #include "daemon/symbols/user_maps.h"
 #include "daemon/symbols/user_symbolizer.h"
 #include "daemon/sys/unique_fd.h"
+#include "daemon/unwind/unwind_loader.h"
 
 namespace stackmapd {
 
@@ -48,8 +49,9 @@ class UserCapture {
   // it, a new binary is opened by path when symbolized, if still there.
   static constexpr size_t kMaxOpenFiles = 128;
 
-  // `proc` is the proc filesystem's root (tests pass another).
-  explicit UserCapture(std::string proc = "/proc");
+  // `proc` is the proc filesystem's root (tests pass another); `unwind`, when
+  // given, gets each process's maps as they are read (its unwind tables).
+  explicit UserCapture(std::string proc = "/proc", std::unique_ptr<UnwindLoader> unwind = nullptr);
 
   CapturedStack capture(const UserStackIps& ips);
   // Fills the frames' symbols and whether the stack is whole.
@@ -59,6 +61,7 @@ class UserCapture {
   const std::vector<UserBinary>& binaries() const { return binaries_; }
   uint64_t processes_evicted() const { return processes_evicted_; }
   uint64_t binaries_evicted() const { return symbolizer_.evictions(); }
+  UnwindCounts unwind_counts() const { return unwind_ ? unwind_->counts() : UnwindCounts{}; }
 
  private:
   const ProcessMaps* maps_of(uint32_t pid, uint32_t exec_id, bool reread);
@@ -67,6 +70,7 @@ class UserCapture {
   const std::string& key_of(int32_t binary) const;
 
   std::string proc_;
+  std::unique_ptr<UnwindLoader> unwind_;
   UserSymbolizer symbolizer_;
   // (pid, exec id) -> maps, most recently used first: an exec is a new key.
   std::list<std::pair<uint64_t, ProcessMaps>> maps_;

@@ -37,18 +37,19 @@ struct UserStackShared {
   bool stop = false;
   std::vector<UserBinary> binaries;  // UserCapture::binaries() as far as published
   uint64_t processes_evicted = 0, binaries_evicted = 0;
+  UnwindCounts unwind;
 };
 
 UserStackCollector::UserStackCollector(uint32_t ids, Reader read, std::string proc,
-                                       size_t max_queued)
+                                       size_t max_queued, std::unique_ptr<UnwindLoader> unwind)
     : read_(std::move(read)),
       max_queued_(max_queued),
       seen_(ids, 0),
       shared_(std::make_shared<UserStackShared>()),
       epoch_(std::make_shared<UserStackEpoch>()) {
   resolved_.enabled = true;
-  worker_ = std::thread([this, proc = std::move(proc)] {
-    UserCapture capture(proc);
+  worker_ = std::thread([this, proc = std::move(proc), unwind = std::move(unwind)]() mutable {
+    UserCapture capture(proc, std::move(unwind));
     run_worker(*shared_, capture);
   });
 }
@@ -115,6 +116,7 @@ void UserStackCollector::run_worker(UserStackShared& sh, UserCapture& capture) {
       sh.done = next.job.seq + 1;
       sh.processes_evicted = capture.processes_evicted();
       sh.binaries_evicted = capture.binaries_evicted();
+      sh.unwind = capture.unwind_counts();
     }
     sh.resolved.notify_all();
   }
@@ -142,6 +144,7 @@ UserStackSet UserStackCollector::stacks_at(const Mark& m, UserStackCounts* count
   set.binaries.assign(sh.binaries.begin(), sh.binaries.begin() + binaries);
   c.processes_evicted = sh.processes_evicted;
   c.binaries_evicted = sh.binaries_evicted;
+  c.unwind = sh.unwind;
   c.dropped = m.dropped;
   if (counts) *counts = c;
   return set;
@@ -168,6 +171,7 @@ UserStackCounts UserStackCollector::counts() const {
   }
   c.processes_evicted = shared_->processes_evicted;
   c.binaries_evicted = shared_->binaries_evicted;
+  c.unwind = shared_->unwind;
   c.dropped = dropped_;
   return c;
 }

@@ -17,7 +17,8 @@
 // those and copies them, no stack queued later.
 //
 // This worker is where per-process work that must run while the process
-// lives belongs (the DWARF unwinder's tables, next).
+// lives belongs: it also loads each process's unwind tables at first sight
+// (daemon/unwind/unwind_loader.h).
 #pragma once
 
 #include <condition_variable>
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "daemon/model/user_stack.h"
+#include "daemon/unwind/unwind_loader.h"
 
 namespace stackmapd {
 
@@ -46,6 +48,7 @@ struct UserStackCounts {
   uint64_t gone = 0;               // stacks whose process had exited: frames unresolved
   uint64_t truncated = 0;          // stacks that stop short of an entry point
   uint64_t dropped = 0;            // stacks not queued: the queue was full
+  UnwindCounts unwind;             // with unwind tables: what is loaded
 };
 
 class UserStackCollector {
@@ -54,9 +57,11 @@ class UserStackCollector {
   // Reads a user stack's frames from its source; nullopt when it has none.
   using Reader = std::function<std::optional<UserStackIps>(uint32_t id)>;
 
-  // Ids below `ids` are user stack ids; `proc` is the proc filesystem's root.
+  // Ids below `ids` are user stack ids; `proc` is the proc filesystem's root;
+  // `unwind`: the unwind tables' loader, given to the worker (null: none).
   UserStackCollector(uint32_t ids, Reader read, std::string proc = "/proc",
-                     size_t max_queued = kDefaultMaxQueued);
+                     size_t max_queued = kDefaultMaxQueued,
+                     std::unique_ptr<UnwindLoader> unwind = nullptr);
   ~UserStackCollector();
   UserStackCollector(const UserStackCollector&) = delete;
   UserStackCollector& operator=(const UserStackCollector&) = delete;

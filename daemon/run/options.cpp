@@ -67,8 +67,11 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
                      "Record the kernel stack where threads block (sched_switch), weighted by "
                      "the time until they run again, like offcputime"));
   shown(app.add_flag("--user-stacks", o.user_stacks,
-                     "Record each event's user stack too (frame pointers; most of Debian's "
-                     "libraries have none, so stacks stop there), symbolized per process"));
+                     "Record each event's user stack too, walked with unwind tables built from "
+                     "each binary's .eh_frame (x86_64), symbolized per process"));
+  app.add_option("--user-unwind", o.user_unwind,
+                 "With --user-stacks: 'tables' (.eh_frame, the default on x86_64) or 'fp' "
+                 "(frame pointers only, as perf -g)");
   app.add_option("--min-block-us", o.min_block_us,
                  "With --offcpu: leave out blocks shorter than this (default 1)");
   shown(app.add_option("--max-keys", o.max_keys,
@@ -82,6 +85,28 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
          : "Use the programs and maps another loader (Android's bpfloader) pinned in DIR "
            "from stackmapd.o, instead of loading our own; pin-dir then does not apply");
 }
+
+namespace {
+
+// --user-unwind: whether --user-stacks walks unwind tables. They describe
+// x86_64's registers only, so elsewhere frame pointers are the one way.
+bool user_unwind_tables(bool user_stacks, const std::string& mode) {
+#if defined(__x86_64__)
+  constexpr bool kTablesHere = true;
+#else
+  constexpr bool kTablesHere = false;
+#endif
+  if (mode.empty()) return user_stacks && kTablesHere;
+  if (!user_stacks) throw Error("--user-unwind " + mode + " applies to --user-stacks: add it");
+  if (mode == "fp") return false;
+  if (mode != "tables")
+    throw Error("--user-unwind " + mode + ": use 'tables' (.eh_frame) or 'fp' (frame pointers)");
+  if (!kTablesHere)
+    throw Error("--user-unwind tables: unwind tables are built for x86_64 only for now; use fp");
+  return true;
+}
+
+}  // namespace
 
 SessionConfig SessionOptions::session_config() const {
   SessionConfig s;
@@ -110,6 +135,7 @@ SessionConfig SessionOptions::session_config() const {
   s.max_key_pairs = max_keys;
   s.sum_field = sum;
   s.user_stacks = user_stacks;
+  s.user_unwind = user_unwind_tables(user_stacks, user_unwind);
   if (user_stacks && !pinned.empty())
     throw Error(
         "--user-stacks needs stackmapd's own BPF object (the pinned one has no user stack "

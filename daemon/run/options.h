@@ -35,6 +35,7 @@ struct SessionOptions {
   std::string sum;     // --sum FIELD
   bool offcpu = false;
   bool user_stacks = false;
+  std::string user_unwind;  // --user-unwind tables|fp; empty: tables where built for (x86_64)
   std::optional<uint32_t> min_block_us;
   uint32_t max_keys = StackStore::kDefaultMaxKeyPairs;
 

@@ -63,11 +63,13 @@ ProcessMaps ProcessMaps::parse(const std::string& text) {
     // Only code: a return address lies in an executable mapping.
     if (perms[2] != 'x') continue;
     std::string path = line.substr(path_at);
-    if (path.empty() || path[0] == '[') continue;  // [vdso], anonymous (JIT) code
-    m.files_.push_back(MappedFile{start, end, pgoff, path, "", ""});
+    if (path.empty() || path[0] == '[') m.other_code_.push_back(CodeRange{start, end, path});
+    else m.files_.push_back(MappedFile{start, end, pgoff, path, "", ""});
   }
   std::sort(m.files_.begin(), m.files_.end(),
             [](const MappedFile& a, const MappedFile& b) { return a.start < b.start; });
+  std::sort(m.other_code_.begin(), m.other_code_.end(),
+            [](const CodeRange& a, const CodeRange& b) { return a.start < b.start; });
   return m;
 }
 

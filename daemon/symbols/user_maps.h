@@ -23,6 +23,12 @@ struct MappedFile {
   std::string open_path;
 };
 
+// Code in no file: the vdso, JIT code in anonymous memory.
+struct CodeRange {
+  uint64_t start = 0, end = 0;
+  std::string name;  // "[vdso]", "" for anonymous memory
+};
+
 class ProcessMaps {
  public:
   // The executable mappings of `pid`; nullopt when the process is gone.
@@ -33,9 +39,11 @@ class ProcessMaps {
 
   const MappedFile* find(uint64_t addr) const;
   const std::vector<MappedFile>& files() const { return files_; }
+  const std::vector<CodeRange>& other_code() const { return other_code_; }
 
  private:
-  std::vector<MappedFile> files_;  // sorted by start
+  std::vector<MappedFile> files_;      // sorted by start
+  std::vector<CodeRange> other_code_;  // sorted by start
 };
 
 // The GNU build id of the ELF file at `path`, in hex; empty if it has none

@@ -6,8 +6,12 @@
 namespace stackmapd {
 
 std::shared_ptr<const CfiTable> CfiCache::get(const std::string& path) {
-  const std::string id = elf_build_id(path);
-  const std::string key = id.empty() ? "path:" + path : id;
+  return get(path, elf_build_id(path));
+}
+
+std::shared_ptr<const CfiTable> CfiCache::get(const std::string& path,
+                                              const std::string& build_id) {
+  const std::string key = build_id.empty() ? "path:" + path : build_id;
   {
     std::lock_guard lock(mu_);
     if (auto it = tables_.find(key); it != tables_.end()) return it->second;

@@ -19,6 +19,8 @@ class CfiCache {
   // key is read from the file). Throws Error as build_cfi_table does; a file
   // that failed is tried again at its next call.
   std::shared_ptr<const CfiTable> get(const std::string& path);
+  // The same for a file whose build id is known already (hex; empty: none).
+  std::shared_ptr<const CfiTable> get(const std::string& path, const std::string& build_id);
   size_t builds() const;  // tables built so far
 
  private:

@@ -65,7 +65,7 @@ struct smt_config {
 	__u32 user_stacks;	/* --user-stacks: capture user stacks too */
 	__u32 filter_comm_nr;	/* --comm: how many of filter_comm; 0 = every name */
 	__u32 filter_cgroup_nr; /* --cgroup: how many of filter_cgroup; 0 = every cgroup */
-	__u32 reserved;
+	__u32 user_unwind;	/* --user-stacks walks unwind tables (x86_64), not frame pointers */
 	__u32 filter_tgid[SMT_MAX_PIDS];
 	__u64 filter_comm[SMT_MAX_COMMS][2];
 	struct smt_cgroup_filter filter_cgroup[SMT_MAX_CGROUPS];

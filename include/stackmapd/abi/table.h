@@ -91,6 +91,14 @@ enum smt_counter {
 	SMC_NO_USER_STACK,   /* none: a kernel thread, or no user frame readable */
 	SMC_USER_NOT_STORED, /* the user table could not take it (SMT_NO_STACK_ID) */
 	SMC_USER_TRUNCATED,  /* deeper than SMT_MAX_USER_DEPTH: innermost frames kept */
+	/* --user-stacks with unwind tables (abi/unwind.h): where each walk ended,
+	 * one of these or SMC_USER_TRUNCATED per user stack walked. */
+	SMC_USER_COMPLETE,     /* at the outermost frame (_start, clone3) */
+	SMC_USER_NOT_LOADED,   /* its process's tables not loaded (yet): the leaf only */
+	SMC_USER_NO_TABLE,     /* code with no table and no frame pointer to follow */
+	SMC_USER_FAULT,	       /* a read of the stack faulted (not resident, or bad) */
+	SMC_USER_UNSUPPORTED,  /* a rule the walker cannot follow */
+	SMC_USER_OUTSIDE_CODE, /* the caller would be outside any code mapping: cut there */
 	SMC_NR,
 };
 

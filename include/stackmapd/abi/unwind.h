@@ -70,24 +70,30 @@ SMT_STATIC_ASSERT(sizeof(struct smt_unwind_row) == 8, "an unwind row is 8 bytes"
  * The BPF side's maps, filled by the daemon as each mapping is first seen:
  * - rows: every loaded table's rows one after another (a file's table once,
  *   however many processes map it);
- * - per process (by tgid): its executable mappings that have a table, sorted
- *   by start, each pointing at its file's rows.
+ * - per process (by tgid): its code (executable) mappings, sorted by start,
+ *   each pointing at its file's rows (none for code without a table). A
+ *   caller's address outside them all is not code: the walk stops there.
  * include/stackmapd/unwind_find.h searches them.
  */
 #define SMT_UNWIND_ROWS_MAX (1u << 18) /* 2 MiB of rows: libc 28 k, python3.11 65 k */
-#define SMT_UNWIND_MAPPINGS_MAX 64     /* per process; a mapping past them has no table */
+#define SMT_UNWIND_MAPPINGS_MAX 64     /* per process; past them, SMT_UNWIND_UNLISTED_CODE */
 
 struct smt_unwind_mapping {
 	__u64 start, end; /* the mapping's user addresses, [start, end) */
 	__u64 pc_bias;	  /* a row's pc = ip - pc_bias */
 	__u32 first_row;  /* the file's rows are rows[first_row, first_row + nr_rows) */
-	__u32 nr_rows;
+	__u32 nr_rows;	  /* 0: code without a table (JIT, a file without CFI): frame pointers */
 };
 SMT_STATIC_ASSERT(sizeof(struct smt_unwind_mapping) == 32, "an unwind mapping is 32 bytes");
 
+/* smt_unwind_process.flags: more code mappings than SMT_UNWIND_MAPPINGS_MAX,
+ * so an address in none of them may still be code (followed by frame pointers). */
+#define SMT_UNWIND_UNLISTED_CODE 1
+
 struct smt_unwind_process {
-	__u32 nr; /* mappings in use, sorted by start */
-	__u32 reserved;
+	__u32 nr;      /* mappings in use, sorted by start */
+	__u16 exec_id; /* the process's exec count, as SMT_USER_MARKER keeps it */
+	__u16 flags;
 	struct smt_unwind_mapping mappings[SMT_UNWIND_MAPPINGS_MAX];
 };
 SMT_STATIC_ASSERT(sizeof(struct smt_unwind_process) == 8 + 32 * SMT_UNWIND_MAPPINGS_MAX,

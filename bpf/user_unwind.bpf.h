@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * --user-stacks on x86_64: the user stack walked with the unwind tables the
+ * daemon loads as it first sees each process (stackmapd/abi/unwind.h), one
+ * frame per bpf_loop step (include/stackmapd/unwind_step.h), frame pointers
+ * where code has no table. Stock distributions build without frame pointers,
+ * where bpf_get_stack(BPF_F_USER_STACK) gets 1-3 frames, often garbage.
+ * Included by user_stack.bpf.h.
+ */
+#ifndef STACKMAPD_USER_UNWIND_BPF_H
+#define STACKMAPD_USER_UNWIND_BPF_H
+
+/* Every loaded file's rows, one after another; sized at load (one row when
+ * off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct smt_unwind_row);
+	__uint(max_entries, 1);
+} unwind_rows SEC(".maps");
+
+/* tgid -> its code mappings; least recently used first out, so processes
+ * that exited leave on their own. Sized at load (one when off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, __u32);
+	__type(value, struct smt_unwind_process);
+	__uint(max_entries, 1);
+} unwind_procs SEC(".maps");
+
+static __always_inline const struct smt_unwind_row *smt_unwind_row_at(void *rows, __u32 idx)
+{
+	return bpf_map_lookup_elem(&unwind_rows, &idx);
+}
+
+static __always_inline int smt_unwind_read(__u64 *dst, __u64 addr)
+{
+	return bpf_probe_read_user(dst, sizeof(*dst), (const void *)addr);
+}
+
+#include "stackmapd/unwind_find.h"
+#include "stackmapd/unwind_step.h"
+
+/* x86_64's saved user registers (the kernel's struct pt_regs), relocated
+ * against the running kernel's BTF. Only read where the session set
+ * user_unwind, which the daemon does on x86_64 kernels only. */
+struct pt_regs___x86 {
+	unsigned long bp, ip, cs, sp;
+} __attribute__((preserve_access_index));
+
+/*
+ * The two searches are global functions: the verifier checks each once, on
+ * its own, where inside the walk's callback it would follow every path
+ * through both binary searches for every path through the step.
+ */
+
+/* The mapping of ip in process tgid's entry, copied to *out: 1. None: 0, or
+ * 2 when the entry does not list all of the process's code. */
+__noinline int smt_unwind_mapping_at(__u32 tgid, __u64 ip, struct smt_unwind_mapping *out)
+{
+	const struct smt_unwind_process *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	const struct smt_unwind_mapping *m;
+
+	if (!p || !out)
+		return 0;
+	m = smt_unwind_mapping_of(p, ip);
+	if (!m)
+		return (p->flags & SMT_UNWIND_UNLISTED_CODE) ? 2 : 0;
+	*out = *m;
+	return 1;
+}
+
+/* The row of pc in mapping m, copied to *out: 1; 0 when none. */
+__noinline int smt_unwind_row_in(const struct smt_unwind_mapping *m, __u64 pc,
+				 struct smt_unwind_row *out)
+{
+	const struct smt_unwind_row *row;
+
+	if (!m || !out || !m->nr_rows)
+		return 0;
+	row = smt_unwind_row_of(0, m, pc);
+	if (!row)
+		return 0;
+	*out = *row;
+	return 1;
+}
+
+struct unwind_walk {
+	struct smt_unwind_regs r;
+	__u64 *ips;
+	__u32 tgid;
+	__u32 nr;
+	__u32 stop; /* the counter the walk ended in; 0 while it goes on */
+};
+
+/* Frame i is in w->r: keep it if it is code, then step to its caller. */
+static long unwind_step_cb(__u32 i, void *ctx)
+{
+	struct unwind_walk *w = ctx;
+	struct smt_unwind_mapping m;
+	struct smt_unwind_row row;
+	int found, has_row = 0;
+
+	if (i >= SMT_MAX_USER_DEPTH)
+		return 1;
+	found = smt_unwind_mapping_at(w->tgid, w->r.ip, &m);
+	if (!found && i > 0) {
+		w->stop = SMC_USER_OUTSIDE_CODE; /* a caller that is no code: cut here */
+		return 1;
+	}
+	w->ips[i] = w->r.ip;
+	w->nr = i + 1;
+	if (found == 1)
+		has_row = smt_unwind_row_in(&m, smt_unwind_lookup_pc(&w->r), &row);
+	w->stop = smt_unwind_step(has_row ? &row : 0, &w->r);
+	return w->stop != 0;
+}
+
+/* The current task's user stack into ips (SMT_MAX_USER_DEPTH frames at
+ * most). Returns how many, or 0 for a task with no user context (a kernel
+ * thread); *stop says where the walk ended (SMC_USER_TRUNCATED at depth). */
+static __always_inline __u32 unwind_user(__u64 *ips, __u32 tgid, __u32 exec, __u32 *stop)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	const struct pt_regs___x86 *regs = (const void *)bpf_task_pt_regs(task);
+	const struct smt_unwind_process *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	struct unwind_walk w = {};
+
+	if (!regs || (regs->cs & 3) != 3)
+		return 0;
+	w.r.ip = regs->ip;
+	w.r.sp = regs->sp;
+	w.r.bp = regs->bp;
+	w.r.exact = 1;
+	w.ips = ips;
+	w.tgid = tgid;
+	if (!proc || proc->exec_id != (__u16)exec) {
+		/* Not loaded yet, or loaded before an exec: the leaf is all
+		 * that is sure. */
+		ips[0] = w.r.ip;
+		*stop = SMC_USER_NOT_LOADED;
+		return 1;
+	}
+	bpf_loop(SMT_MAX_USER_DEPTH, unwind_step_cb, &w, 0);
+	*stop = w.stop ? w.stop : SMC_USER_TRUNCATED;
+	return w.nr;
+}
+
+#endif /* STACKMAPD_USER_UNWIND_BPF_H */
