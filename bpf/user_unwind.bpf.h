@@ -135,7 +135,7 @@ static __always_inline __u32 unwind_user(__u64 *ips, __u32 tgid, __u32 exec, __u
 	w.r.exact = 1;
 	w.ips = ips;
 	w.tgid = tgid;
-	if (!proc || proc->exec_id != (__u16)exec) {
+	if (!proc || (proc->exec_id != (__u16)exec && !(proc->flags & SMT_UNWIND_ANY_EXEC))) {
 		/* Not loaded yet, or loaded before an exec: the leaf is all
 		 * that is sure. */
 		ips[0] = w.r.ip;

@@ -108,8 +108,10 @@ for i in $(seq 24); do
   many+=($!)
 done
 sleep 0.2
-check "while 24 ask for /flame.json at once /metrics answers within a second" \
-  '[ "$(code --max-time 1 "$url/metrics")" = 200 ]'
+# A loop that built the trees itself would answer only after them all; a
+# machine shared with other jobs can delay a turn past one second.
+check "while 24 ask for /flame.json at once /metrics answers within 3 s" \
+  '[ "$(code --max-time 3 "$url/metrics")" = 200 ]'
 wait "${many[@]}"
 many_codes() { for f in "$tmp"/many.*; do cat "$f"; echo; done; }
 check "they got 200 or 503, at least 8 the tree ($(many_codes | sort | uniq -c | tr -s " \n" " "))" \

@@ -209,7 +209,7 @@ TEST(UnwindWalk, ThroughASignalFrame) {
 }
 
 TEST(UnwindWalk, StockPython) {
-  Stopped s({"python3", "-c",
+  Stopped s({"/usr/bin/python3", "-c",
              "import time,sys\n"
              "def a(): print('ready', flush=True); time.sleep(30)\n"
              "def b(): a()\n"

@@ -76,7 +76,7 @@ profile() {  # profile NAME PID [OPTIONS...]
 
 start spin "$WORKLOAD" spin 60
 spin=$wpid
-start py "$PY" -c '
+start py /usr/bin/python3 -c '
 import time
 def leaf(n):
     return sum(i * i for i in range(n))
@@ -107,8 +107,8 @@ for mode in tables fp; do
     check "tables: the workload's samples are whole (≥ 90%: $s_whole%)" '[ "$s_whole" -ge 90 ] && [ "$s_total" -ge 100 ]'
     check "tables: three, two, one, main ... _start in call order (≥ 95%: $s_order% of $s_three)" \
       '[ "$s_order" -ge 95 ] && [ "$s_three" -ge 100 ]'
-    check "tables: python3's samples are whole (≥ 90%: $p_whole%), ≥ 15 frames deep ($p_depth)" \
-      '[ "$p_whole" -ge 90 ] && [ "${p_depth%.*}" -ge 15 ] && [ "$p_total" -ge 100 ]'
+    check "tables: python3's samples are whole (≥ 90%: $p_whole%), ≥ 12 frames deep ($p_depth)" \
+      '[ "$p_whole" -ge 90 ] && [ "${p_depth%.*}" -ge 12 ] && [ "$p_total" -ge 100 ]'
     check "tables: no garbage frame ($s_garbage, $p_garbage)" '[ "$s_garbage" -eq 0 ] && [ "$p_garbage" -eq 0 ]'
     st=$tmp/py_tables/stack_map_stat
     check "tables: stat says where walks ended, most complete" \

@@ -36,13 +36,20 @@ uint64_t monotonic_ns() {
 }
 
 // --user-stacks' resolver of the user table's stacks; null without it.
+// With unwind tables, the processes of --pid have theirs before the first
+// event, not from their first stack on.
 std::unique_ptr<UserStackCollector> user_stack_collector(const BpfObject& object,
-                                                         const UserTable& table) {
+                                                         const UserTable& table,
+                                                         const std::vector<uint32_t>& pids) {
   if (!table.enabled()) return nullptr;
   std::unique_ptr<UnwindLoader> unwind;
-  if (object.user_unwind())
+  if (object.user_unwind()) {
     unwind = std::make_unique<UnwindLoader>(object.unwind_rows_fd(), BpfObject::kUnwindRows,
                                             object.unwind_procs_fd());
+    for (uint32_t pid : pids)
+      if (std::optional<ProcessMaps> maps = ProcessMaps::read(pid))
+        unwind->load(pid, UnwindLoader::kAnyExec, *maps);
+  }
   return std::make_unique<UserStackCollector>(
       table.table_size(), [&table](uint32_t id) { return table.stack(id); }, "/proc",
       UserStackCollector::kDefaultMaxQueued, std::move(unwind));
@@ -80,7 +87,7 @@ BpfSession::BpfSession(const SessionConfig& config, Stage stage)
       store_(table_.table_size() + RingConsumer::kOverflowStacks,
              config.keys.empty() ? KeySpec::parse("pid,comm") : config.keys, config.max_key_pairs,
              config.user_stacks),
-      resolver_(store_.strings(), store_.keys(), user_stack_collector(object_, user_table_)),
+      resolver_(store_.strings(), store_.keys(), user_stack_collector(object_, user_table_, config.filter_pids)),
       consumer_(object_.ids_fd(), table_, store_, resolver_, object_.batch_count(), config.trace),
       attachments_(object_, config),
       grace_period_(membarrier_global),

@@ -115,6 +115,7 @@ bool UnwindLoader::load(uint32_t pid, uint32_t exec_id, const ProcessMaps& maps)
   });
   smt_unwind_process p = {};
   p.exec_id = static_cast<uint16_t>(exec_id);
+  if (exec_id == kAnyExec) p.flags |= SMT_UNWIND_ANY_EXEC;
   if (all.size() > SMT_UNWIND_MAPPINGS_MAX) {
     // Past the list, code is found by frame pointers and never cut as data.
     p.flags |= SMT_UNWIND_UNLISTED_CODE;

@@ -37,6 +37,8 @@ class UnwindLoader {
   // `max_rows` rows, `procs_fd` the per-process hash (BpfObject).
   UnwindLoader(int rows_fd, uint32_t max_rows, int procs_fd);
 
+  static constexpr uint32_t kAnyExec = UINT32_MAX;  // not known yet (SMT_UNWIND_ANY_EXEC)
+
   // Writes the entry of process `pid` in exec `exec_id` from its `maps`;
   // false when the kernel refused it (counted nowhere else: the walker then
   // gives that process's stacks their leaf only, SMC_USER_NOT_LOADED).

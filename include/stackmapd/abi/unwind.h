@@ -89,6 +89,9 @@ SMT_STATIC_ASSERT(sizeof(struct smt_unwind_mapping) == 32, "an unwind mapping is
 /* smt_unwind_process.flags: more code mappings than SMT_UNWIND_MAPPINGS_MAX,
  * so an address in none of them may still be code (followed by frame pointers). */
 #define SMT_UNWIND_UNLISTED_CODE 1
+/* Loaded before the process was seen (--pid at the start), so before its
+ * exec count was known: any exec count matches until its first stack is. */
+#define SMT_UNWIND_ANY_EXEC 2
 
 struct smt_unwind_process {
 	__u32 nr;      /* mappings in use, sorted by start */
