@@ -25,8 +25,9 @@ Sections:
                  VmRSS/VmHWM at --bits 14, RSS at 1 K / 16 K / 256 K unique stacks.
   pool_exhausted ns/event of a --bits 10 daemon whose pool is full next to a
                  --bits 14 one that is not, on the same events.
-  user_stacks    --user-stacks next to without, both on the same tracepoint at once,
-                 both attach orders: in-kernel ns/event of each and the ratio.
+  user_stacks    --user-stacks with unwind tables, with frame pointers (--user-unwind
+                 fp) and without, the three on the same tracepoint at once, the attach
+                 order rotated: in-kernel ns/event of each and the ratios.
   offcpu         --offcpu next to `-e sched:sched_switch` under a pipe ping-pong:
                  ns per sched_switch and the ping-pong's ops/s, A B A B ...
   progs          each daemon configuration's BPF programs (-e, --trace,
@@ -738,13 +739,17 @@ def bench_pool_exhausted(a, bins):
 
 
 def bench_user_stacks(a, bins):
-    """--user-stacks next to without, both on the same tracepoint at once (same events),
-    in both attach orders: in-kernel ns/event of each and their ratio, per round."""
+    """--user-stacks walking unwind tables, --user-stacks by frame pointers, and kernel stacks
+    only, the three on the same tracepoint at once (same events), the attach order rotated
+    per round: in-kernel ns/event of each and the ratios to kernel stacks only."""
     rounds = []
+    names = ("user_tables", "user_fp", "kernel_only")
     for r in range(a.px_rounds):
-        user = Stackmapd(bins["stackmapd"], "user_stacks", (EVENT,), 14, ["--user-stacks"])
-        plain = Stackmapd(bins["stackmapd"], "kernel_only", (EVENT,), 14)
-        seq = [user, plain] if r % 2 == 0 else [plain, user]
+        daemons = [Stackmapd(bins["stackmapd"], "user_tables", (EVENT,), 14, ["--user-stacks"]),
+                   Stackmapd(bins["stackmapd"], "user_fp", (EVENT,), 14,
+                             ["--user-stacks", "--user-unwind", "fp"]),
+                   Stackmapd(bins["stackmapd"], "kernel_only", (EVENT,), 14)]
+        seq = daemons[r % 3:] + daemons[:r % 3]
         started = []
         try:
             for t in seq:
@@ -757,18 +762,21 @@ def bench_user_stacks(a, bins):
             for t in reversed(started):
                 t.stop()
         row = {"order": [t.name for t in seq]}
-        for t in (user, plain):
+        for t in daemons:
             pid = t.prog_ids[0]
             dn = s1[pid][1] - s0[pid][1]
             row[t.name] = (s1[pid][0] - s0[pid][0]) / dn if dn else None
-        row["ratio"] = (row["user_stacks"] / row["kernel_only"]
-                        if row["user_stacks"] and row["kernel_only"] else None)
+        for n in ("user_tables", "user_fp"):
+            row[n + "_ratio"] = (row[n] / row["kernel_only"]
+                                 if row[n] and row["kernel_only"] else None)
         rounds.append(row)
-        log("user stacks round %d (%s first): %s ns/event with --user-stacks, %s without, "
-            "ratio %s" % (r + 1, seq[0].name, num(row["user_stacks"]), num(row["kernel_only"]),
-                          num(row["ratio"], 3)))
+        log("user stacks round %d (%s first): ns/event %s with unwind tables, %s with frame "
+            "pointers, %s kernel only; ratios %s, %s" % (
+                r + 1, seq[0].name, num(row["user_tables"]), num(row["user_fp"]),
+                num(row["kernel_only"]), num(row["user_tables_ratio"], 3),
+                num(row["user_fp_ratio"], 3)))
     res = {"event": EVENT, "rounds": rounds}
-    for k in ("user_stacks", "kernel_only", "ratio"):
+    for k in names + ("user_tables_ratio", "user_fp_ratio"):
         res[k] = summary([r[k] for r in rounds])
     return res
 
@@ -1186,6 +1194,16 @@ def markdown(res):
                  "settings it prunes)",
               ["configuration: program", "xlated bytes", "verified insns"] +
               (["baseline xlated bytes", "baseline verified insns"] if base else []), rows)
+    us = res.get("user_stacks")
+    if us:
+        table(L, f"**User stacks** (three daemons on `{us['event']}` at once, same events, "
+                 f"{len(us['rounds'])} rounds, attach order rotated; in-kernel ns/event)",
+              ["figure", "median (min–max)"],
+              [["--user-stacks, unwind tables", fmt(us["user_tables"])],
+               ["--user-stacks --user-unwind fp", fmt(us["user_fp"])],
+               ["kernel stacks only", fmt(us["kernel_only"])],
+               ["tables / kernel only", fmt(us["user_tables_ratio"], digits=3)],
+               ["fp / kernel only", fmt(us["user_fp_ratio"], digits=3)]])
     uw = res.get("unwind")
     if uw:
         table(L, "**Unwind tables** (`bench/cfi_bench`: each file's table built from its CFI; "
@@ -1502,7 +1520,8 @@ def main():
              "daemon": ("daemon", "daemon", bench_daemon),
              "pool": ("pool exhausted", "pool_exhausted", bench_pool_exhausted),
              "offcpu": ("--offcpu next to plain counting", "offcpu", bench_offcpu),
-             "user": ("--user-stacks next to kernel stacks only", "user_stacks",
+             "user": ("--user-stacks (tables, frame pointers) next to kernel stacks only",
+                      "user_stacks",
                       bench_user_stacks),
              "progs": ("BPF programs: xlated bytes and verified instructions", "bpf_programs",
                        bench_progs),
