@@ -67,6 +67,9 @@ struct TableConfig {
   std::string pinned_dir;
   // --user-stacks: each event's user stack too, in a second table (abi.h).
   bool user_stacks = false;
+  // -- CMD: only the processes in the `tracked` map (bpf/follow.bpf.h), kept
+  // from the pid given to BpfObject::track() by fork and exit.
+  bool follow_command = false;
 
   bool operator==(const TableConfig&) const = default;
 };
