@@ -8,11 +8,13 @@
  *                                    grandchild making C calls; waits for both
  *   cmd_workload REPORT calls N      N calls in this process
  *   cmd_workload REPORT spin         calls until killed (an unrelated process)
- *   cmd_workload REPORT busy MS      burns the CPU for MS ms in this process
- *                                    and in a child, in user mode
+ *   cmd_workload REPORT busy MS      burns MS ms of CPU time in this process
+ *                                    and in a child, in user mode (CPU time,
+ *                                    so a loaded machine takes longer)
  *
  * Each process that makes calls appends "PID PPID CALLS\n" to REPORT, in one
- * write, once done ("PID PPID 0" for busy and spin, at their start).
+ * write, once done (busy and spin at their start): CALLS counts every
+ * getppid() the process made, the one that reports its parent included.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -30,7 +32,7 @@ static const char *report_path;
 static void report(long calls)
 {
 	char line[64];
-	int n = snprintf(line, sizeof(line), "%d %d %ld\n", getpid(), getppid(), calls);
+	int n = snprintf(line, sizeof(line), "%d %d %ld\n", getpid(), getppid(), calls + 1);
 	int fd = open(report_path, O_WRONLY | O_APPEND | O_CREAT, 0644);
 
 	if (fd < 0 || write(fd, line, n) != n) {
@@ -90,11 +92,11 @@ static void tree(long a, long b, long c)
 	wait_child(child);
 }
 
-static double now_ms(void)
+static double cpu_ms(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
@@ -102,10 +104,11 @@ static void busy(double ms)
 {
 	pid_t child = fork();
 	volatile unsigned long x = 0;
-	double end = now_ms() + ms;
+	double end;
 
 	report(0);
-	while (now_ms() < end)
+	end = cpu_ms() + ms;
+	while (cpu_ms() < end)
 		for (int i = 0; i < 100000; i++)
 			x += i;
 	if (child == 0)
