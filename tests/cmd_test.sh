@@ -100,11 +100,12 @@ pid=$!
 bg_pids="$bg_pids $pid"
 for _ in $(seq 100); do [ -e "$tmp/started" ] && break; sleep 0.1; done
 kill -INT $pid
-rc=0
 for _ in $(seq 100); do kill -0 $pid 2> /dev/null || break; sleep 0.1; done
-if kill -0 $pid 2> /dev/null; then rc=timeout; kill -KILL $pid; fi
+ended=yes
+if kill -0 $pid 2> /dev/null; then ended="no, killed after 10 s"; kill -KILL $pid; fi
 wait $pid
-[ "$rc" = timeout ] || rc=$?
+rc=$?
+check "stackmapd ended with the command ($ended)" '[ "$ended" = yes ]'
 check "SIGINT went to the command: its exit 3 is stackmapd's ($rc)" '[ "$rc" = 3 ]'
 check "and the outputs are written" '[ -s "$tmp/int/stack_map_bin" ]'
 
