@@ -77,10 +77,14 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt, Recording* 
   if (!tracefs) return trace(opt, recording);
   if (!args.functions.empty() || args.profile_hz || !args.trace.empty() || !args.perfetto.empty() ||
       args.verify || !args.by.empty() || !args.sum.empty() || args.offcpu || !args.pids.empty() ||
-      !args.comms.empty() || !args.cgroups.empty() || args.cpu || args.command)
+      !args.comms.empty() || !args.cgroups.empty() || args.cpu)
     throw Error(
         "-f, --profile, --trace, --perfetto, --verify, --by, --sum, --offcpu, --pid, --comm, "
-        "--cgroup, --cpu and -- CMD need the BPF backend: drop them for --backend tracefs");
+        "--cgroup and --cpu need the BPF backend: drop them for --backend tracefs");
+  if (args.command)
+    throw Error(
+        "-- CMD needs the BPF backend, which follows the command's processes as they fork: drop "
+        "--backend tracefs");
   if (args.bits != SMT_DEFAULT_BITS)
     spdlog::warn(
         "--bits does not apply to the tracefs backend: the kernel's table size is set "

@@ -132,7 +132,7 @@ rc=$(
 check "a name not in PATH: exit 127" '[ "$rc" -eq 127 ] && [ "$(wc -l < "$tmp/path.err")" -eq 1 ]'
 expect_error "no command after it" "$BIN" --
 expect_error "both end the session" "$BIN" --duration 1 -- true
-expect_error "need the BPF backend" "$BIN" --backend tracefs -- true
+expect_error "needs the BPF backend" "$BIN" --backend tracefs -- true
 expect_error "own BPF object" "$BIN" --pinned /sys/fs/bpf/nothing -- true
 expect_error "tracing session of its own" "$BIN" decode x -- true
 
