@@ -82,6 +82,10 @@ mine=$(awk 'NR == FNR {known[$1] = 1; next} $1 in known {s += $2} END {print s +
   "$tmp/prof.report" "$tmp/prof.counts")
 check "--profile: samples of the command ($samples; 2 x 0.5 s of CPU at 99 Hz)" '[ "$samples" -ge 40 ]'
 check "--profile: all $samples samples are of the command's processes ($mine)" '[ "$mine" -eq "$samples" ]'
+while read -r pid ppid _; do
+  got=$(awk -v p="$pid" '$1 == p {print $2}' "$tmp/prof.counts")
+  check "--profile: busy process $pid (parent $ppid) sampled (${got:-0} of ~50)" '[ "${got:-0}" -ge 15 ]'
+done < "$tmp/prof.report"
 
 # 3. The exit status, and death by a signal as a shell reports it.
 "$BIN" -e syscalls:sys_enter_getppid --output "$tmp/seven" -- sh -c 'exit 7' 2> /dev/null > /dev/null
@@ -94,11 +98,12 @@ check "a command killed by SIGKILL: 137" '[ $rc -eq 137 ]'
 
 # 4. SIGINT to stackmapd reaches the command, which traps it and exits 3.
 "$BIN" -e syscalls:sys_enter_getppid --output "$tmp/int" -- \
-  sh -c "trap 'exit 3' INT; touch '$tmp/started'; while :; do sleep 0.1; done" \
+  sh -c "trap 'exit 3' INT; echo \$\$ > '$tmp/started'; while :; do sleep 0.1; done" \
   > /dev/null 2> "$tmp/int.err" &
 pid=$!
 bg_pids="$bg_pids $pid"
-for _ in $(seq 100); do [ -e "$tmp/started" ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ -s "$tmp/started" ] && break; sleep 0.1; done
+bg_pids="$bg_pids $(cat "$tmp/started")"  # the command, should it outlive stackmapd
 kill -INT $pid
 for _ in $(seq 100); do kill -0 $pid 2> /dev/null || break; sleep 0.1; done
 ended=yes
