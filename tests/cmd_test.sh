@@ -8,7 +8,7 @@
 #   2. --profile with -- CMD: every sample is of the command's processes;
 #   3. the command's exit status is stackmapd's (exit 7 -> 7, SIGKILL -> 137);
 #   4. SIGINT to stackmapd goes to the command, whose exit ends the session
-#      with the outputs written;
+#      with the outputs written; a terminal's ^C, which reaches both, once;
 #   5. a command that cannot run: one line, 127 (126 when not executable),
 #      nothing written; bad combinations: one line, non-zero.
 #   cmd_test.sh STACKMAPD PYTHON CMD_WORKLOAD
@@ -113,6 +113,41 @@ rc=$?
 check "stackmapd ended with the command ($ended)" '[ "$ended" = yes ]'
 check "SIGINT went to the command: its exit 3 is stackmapd's ($rc)" '[ "$rc" = 3 ]'
 check "and the outputs are written" '[ -s "$tmp/int/stack_map_bin" ]'
+
+# 4b. A terminal's ^C goes to its whole foreground process group, the command
+# included: stackmapd, in that group too, must not send it a second one.
+"$PY" - "$BIN" "$tmp" << 'PYEOF' > "$tmp/tty.out" 2>&1
+import os, pty, sys, time
+binary, tmp = sys.argv[1], sys.argv[2]
+# Counts the SIGINTs it gets for 3 s after the first, then exits 5.
+prog = ("import os, signal, time\n"
+        "n = []\n"
+        "signal.signal(signal.SIGINT, lambda s, f: n.append(time.time()))\n"
+        "open(%r, 'w').close()\n"
+        "while not n or time.time() - n[0] < 3: time.sleep(0.01)\n"
+        "open(%r, 'w').write(str(len(n)))\n"
+        "os._exit(5)\n") % (tmp + "/tty.ready", tmp + "/tty.count")
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(binary, [binary, "-e", "syscalls:sys_enter_getppid", "--output", tmp + "/tty",
+                      "--", sys.executable, "-c", prog])
+end = time.time() + 30
+while not os.path.exists(tmp + "/tty.ready") and time.time() < end:
+    time.sleep(0.05)
+os.write(fd, b"\x03")  # ^C, as typed
+while True:
+    try:
+        if not os.read(fd, 4096):
+            break
+    except OSError:
+        break
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+PYEOF
+rc=$(tail -1 "$tmp/tty.out")
+check "a terminal's ^C: the command's status 5 is stackmapd's ($rc)" '[ "$rc" = 5 ]'
+check "the command got that ^C once ($(cat "$tmp/tty.count" 2> /dev/null))" \
+  '[ "$(cat "$tmp/tty.count" 2> /dev/null)" = 1 ]'
 
 # 5. Commands that cannot run, and bad combinations.
 expect_error "No such file or directory" "$BIN" --output "$tmp/none" -- /nonexistent/cmd
