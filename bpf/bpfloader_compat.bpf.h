@@ -157,11 +157,19 @@ static __always_inline void find_stack(const volatile struct smt_config *cfg, st
 	smt_probe_finish(p);
 }
 #else
-/* What the programs read of the current task, relocated by libbpf against
- * the kernel's BTF (CO-RE). */
+/* What the programs read of a task, relocated by libbpf against the
+ * kernel's BTF (CO-RE): only the fields a program uses must exist. */
+struct signal_struct {
+	struct {
+		int counter;
+	} live; /* threads not yet exiting; 0 once the last one is */
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	char comm[16];
 	__u64 self_exec_id;
+	int tgid;
+	struct signal_struct *signal;
 } __attribute__((preserve_access_index));
 
 /* The name read in place: a third of bpf_get_current_comm's cost, which

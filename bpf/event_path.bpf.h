@@ -206,6 +206,17 @@ static __always_inline int cgroup_wanted(const volatile struct smt_config *cfg, 
 	return 0;
 }
 
+#ifndef SMT_BPFLOADER
+/* -- CMD: whether the current process is the command or descends from it
+ * (bpf/follow.bpf.h keeps the map). */
+static __always_inline int tracked_wanted(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	return bpf_map_lookup_elem(&tracked, &tgid) != NULL;
+}
+#endif
+
 /* The session's filters, AND across kinds, OR within one; each count is
  * frozen .rodata, so the verifier drops the kinds a session does not use. */
 static __always_inline int filtered_out(const volatile struct smt_config *cfg)
@@ -220,6 +231,10 @@ static __always_inline int filtered_out(const volatile struct smt_config *cfg)
 		return 1;
 	if (cgroups && !cgroup_wanted(cfg, cgroups))
 		return 1;
+#ifndef SMT_BPFLOADER
+	if (cfg->follow_command && !tracked_wanted())
+		return 1;
+#endif
 	return cfg->filter_cpu != SMT_ANY_CPU && bpf_get_smp_processor_id() != cfg->filter_cpu;
 }
 

@@ -85,6 +85,23 @@ struct {
 	__uint(max_entries, 4 << 20);
 } ids SEC(".maps");
 
+/* -- CMD: the command's processes by tgid (bpf/follow.bpf.h keeps it), sized
+ * SMT_MAX_TRACKED at load when a command is followed, one entry otherwise;
+ * tracked_lost counts the forks it had no room for. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH); /* preallocated: no allocation on fork */
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 1);
+} tracked SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} tracked_lost SEC(".maps");
+
 /* The BPF side reaches its tables through global maps: t is NULL for the
  * kernel stack table, USER_TABLE for --user-stacks' (a constant after
  * inlining, so each lookup names one map). */

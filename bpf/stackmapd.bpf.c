@@ -28,7 +28,7 @@
  * objects do differently), stack_path.bpf.h (a stack captured and found),
  * batch.bpf.h (thread names, counts and the records they send),
  * trace_buf.bpf.h (--trace), event_path.bpf.h (one event, entry to
- * outcome) and offcpu.bpf.h (--offcpu).
+ * outcome), offcpu.bpf.h (--offcpu) and follow.bpf.h (-- CMD).
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
@@ -106,6 +106,23 @@ int stackmapd_offcpu(void *ctx)
 	switch_in(ctx, cfg, g, b, batch, now);
 	switch_out(ctx, cfg, g, buf, b, (__u32)bpf_get_attach_cookie(ctx), now);
 	leave_level(depth);
+	return 0;
+}
+
+#include "follow.bpf.h"
+
+/* Loaded and attached only when a command is followed (-- CMD). */
+SEC("tp_btf/sched_process_fork")
+int stackmapd_follow_fork(__u64 *ctx)
+{
+	follow_fork((const struct task_struct *)ctx[1]);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int stackmapd_follow_exit(__u64 *ctx)
+{
+	follow_exit((const struct task_struct *)ctx[0]);
 	return 0;
 }
 #endif

@@ -17,6 +17,7 @@
 #include "daemon/export/decode.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/output_plan.h"
+#include "daemon/run/command_child.h"
 #include "daemon/run/config.h"
 #include "daemon/run/control.h"
 #include "daemon/run/options.h"
@@ -52,6 +53,7 @@ struct TraceArgs : SessionOptions {
   std::optional<size_t> top;
   std::string socket = std::string(kDefaultRuntimeDir) + "/" + kControlSocket;
   std::string backend = "auto";
+  std::optional<std::vector<std::string>> command;  // -- CMD ARGS...
 };
 
 // The BPF path, or the kernel's own stack map in tracefs (the companion
@@ -79,6 +81,10 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt, Recording* 
     throw Error(
         "-f, --profile, --trace, --perfetto, --verify, --by, --sum, --offcpu, --pid, --comm, "
         "--cgroup and --cpu need the BPF backend: drop them for --backend tracefs");
+  if (args.command)
+    throw Error(
+        "-- CMD needs the BPF backend, which follows the command's processes as they fork: drop "
+        "--backend tracefs");
   if (args.bits != SMT_DEFAULT_BITS)
     spdlog::warn(
         "--bits does not apply to the tracefs backend: the kernel's table size is set "
@@ -118,13 +124,31 @@ std::string flame_title(const TraceArgs& args) {
   return title.empty() ? "kmem:kmem_cache_alloc" : title;
 }
 
+// -- CMD's own checks, before anything is loaded or written; its program is
+// looked up as execvp will, so that a typo costs one line and exit 127.
+void check_command(const TraceArgs& args) {
+  if (!args.command) return;
+  if (args.command->empty())
+    throw Error("'--' with no command after it: give one, as in stackmapd --top 10 -- make -j2");
+  if (args.duration)
+    throw Error(
+        "--duration and -- CMD both end the session: drop --duration (the session ends when the "
+        "command does; for a time limit, run -- timeout SECONDS CMD)");
+  if (!args.pinned.empty())
+    throw Error(
+        "-- CMD needs stackmapd's own BPF object (its fork and exit programs); drop --pinned "
+        "or run the command first and give --pid");
+  find_command(args.command->front());
+}
+
 int run_trace(const TraceArgs& args) {
+  check_command(args);
   // `--top N` alone asks the running daemon, like `stackmapd ctl top N`.
-  if (args.top && args.events.empty() && args.functions.empty() && !args.profile_hz &&
-      args.by.empty() && args.sum.empty() && !args.offcpu && args.output.empty() &&
-      !args.duration && args.trace.empty() && args.perfetto.empty() && args.pprof.empty() &&
-      args.otlp.empty() && args.folded.empty() && args.svg.empty() && args.pids.empty() &&
-      args.comms.empty() && args.cgroups.empty() && !args.cpu) {
+  if (args.top && !args.command && args.events.empty() && args.functions.empty() &&
+      !args.profile_hz && args.by.empty() && args.sum.empty() && !args.offcpu &&
+      args.output.empty() && !args.duration && args.trace.empty() && args.perfetto.empty() &&
+      args.pprof.empty() && args.otlp.empty() && args.folded.empty() && args.svg.empty() &&
+      args.pids.empty() && args.comms.empty() && args.cgroups.empty() && !args.cpu) {
     if (auto reply = control_request(args.socket, "top " + std::to_string(*args.top))) {
       std::cout << *reply;
       return 0;
@@ -132,6 +156,7 @@ int run_trace(const TraceArgs& args) {
   }
   TraceOptions opt;
   opt.session = args.session_config();
+  opt.session.follow_command = args.command.has_value();
   if (opt.session.events.empty() && args.functions.empty() && !args.profile_hz && !args.offcpu)
     opt.session.events.push_back({"kmem", "kmem_cache_alloc"});
   opt.function_patterns = args.functions;
@@ -144,13 +169,17 @@ int run_trace(const TraceArgs& args) {
     throw Error("--duration must be more than 0 seconds and at most " +
                 std::to_string(static_cast<long>(kMaxDurationS)) + " (a year)");
   opt.duration_s = args.duration;
-  if (!opt.duration_s && args.top) opt.duration_s = 5.0;
+  if (!opt.duration_s && args.top && !args.command) opt.duration_s = 5.0;
   if (!args.output.empty()) prepare_output_dir(args.output);
+  std::optional<CommandChild> command;
+  if (args.command) opt.command = &command.emplace(*args.command);
 
   // The BPF backend narrows this to the time it recorded (loading and
   // symbolizing are no part of pprof's duration); tracefs keeps the whole run.
   Recording recording{std::chrono::system_clock::now(), {}};
   Snapshot snap = run_backend(args, opt, &recording);
+  // A command that could not run leaves no outputs behind (CommandNotRun).
+  const int status = command ? command->exit_status() : 0;
   if (recording.end == std::chrono::system_clock::time_point{})
     recording.end = std::chrono::system_clock::now();
   std::optional<Kallsyms> ksyms = load_host_symbols();
@@ -189,7 +218,7 @@ int run_trace(const TraceArgs& args) {
   if (st.verify_mismatch)
     throw Error("--verify found " + std::to_string(st.verify_mismatch) +
                 " events whose id named another stack: please report this");
-  return failed ? 1 : 0;
+  return failed ? 1 : status;
 }
 
 int run_ctl(const std::vector<std::string>& words, const std::string& socket) {
@@ -221,6 +250,10 @@ int main(int argc, char** argv) {
   });
   app.require_subcommand(0, 1);
   app.add_flag("-v,--verbose", verbose, "Log libbpf and the verifier");
+  app.footer(
+      "stackmapd [OPTIONS] -- CMD ARGS...: run CMD once the programs are attached and trace only "
+      "it and its descendants (followed by fork, not by name) until it exits; SIGINT and SIGTERM "
+      "go to it, and stackmapd exits with its status (128+N for signal N).");
 
   TraceArgs trace_args;
   add_session_options(app, trace_args, Command::foreground);
@@ -306,6 +339,8 @@ int main(int argc, char** argv) {
       app.add_subcommand("unpin", "Remove the table a stopped daemon left pinned (for uninstall)");
   unpin->add_option("--pin-dir", pin_dir, "Where the table is pinned")->capture_default_str();
 
+  // Everything after the first "--" is the command, never an option of ours.
+  trace_args.command = take_command(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -317,6 +352,11 @@ int main(int argc, char** argv) {
   set_verbose(verbose);
 
   try {
+    if (trace_args.command &&
+        (decode->parsed() || ctl->parsed() || unpin->parsed() || daemon->parsed()))
+      throw Error(
+          "-- CMD starts a tracing session of its own: not with decode, ctl, unpin or "
+          "daemon");
     if (decode->parsed()) {
       stackmapd::decode(decode_args, std::cout);
       return 0;
@@ -335,6 +375,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     return run_trace(trace_args);
+  } catch (const CommandNotRun& e) {  // the shell's status: 127 not found, 126 not runnable
+    spdlog::error("{}", e.what());
+    return e.status();
   } catch (const std::exception& e) {  // Error: one line naming the fix; anything else too
     spdlog::error("{}", e.what());
     return 1;

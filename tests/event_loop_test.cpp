@@ -115,8 +115,20 @@ TEST(SignalFd, MovesOwnership) {
   EXPECT_EQ(a.fd(), -1);
   EXPECT_TRUE(blocked(SIGUSR2)) << "a moved-from SignalFd restores nothing";
   kill(getpid(), SIGUSR2);
-  EXPECT_EQ(b.next(), SIGUSR2);
-  EXPECT_EQ(b.next(), std::nullopt);
+  auto got = b.next();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->ssi_signo, static_cast<uint32_t>(SIGUSR2));
+  EXPECT_EQ(got->ssi_code, SI_USER) << "sent by a process";
+  EXPECT_FALSE(b.next());
+}
+
+TEST(EventLoop, TellsASignalAProcessSentFromTheKernels) {
+  EventLoop loop;
+  std::vector<bool> by_kernel;
+  loop.on_signal(SIGUSR2, [&](int, bool k) { by_kernel.push_back(k); });
+  kill(getpid(), SIGUSR2);
+  loop.run_once(std::chrono::seconds(1));
+  EXPECT_EQ(by_kernel, std::vector<bool>{false});
 }
 
 struct FakeBackend {

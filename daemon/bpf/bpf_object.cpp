@@ -65,6 +65,7 @@ smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_byt
   std::copy_n(c.machinery.begin(), s.strip_nr, s.strip);
   s.user_stacks = c.user_stacks;
   s.user_unwind = c.user_unwind;
+  s.follow_command = c.follow_command;
   return s;
 }
 
@@ -141,6 +142,9 @@ bool BpfObject::load_own(const SessionConfig& config) {
   bpf_program__set_autoload(skel_->progs.stackmapd_profile, config.profile_hz > 0);
   bpf_program__set_autoload(skel_->progs.stackmapd_fentry, false);
   bpf_program__set_autoload(skel_->progs.stackmapd_offcpu, config.offcpu.has_value());
+  bpf_program__set_autoload(skel_->progs.stackmapd_follow_fork, config.follow_command);
+  bpf_program__set_autoload(skel_->progs.stackmapd_follow_exit, config.follow_command);
+  if (config.follow_command) bpf_map__set_max_entries(skel_->maps.tracked, SMT_MAX_TRACKED);
   bpf_map__set_max_entries(skel_->maps.slots, 2u << bits_);
   bpf_map__set_max_entries(skel_->maps.pool, 1u << bits_);
   bpf_map__set_max_entries(skel_->maps.ids, config.ringbuf_bytes);
@@ -193,12 +197,38 @@ bool BpfObject::load_own(const SessionConfig& config) {
   profile_prog_ = config.profile_hz ? bpf_program__fd(skel_->progs.stackmapd_profile) : -1;
   offcpu_prog_ = config.offcpu ? bpf_program__fd(skel_->progs.stackmapd_offcpu) : -1;
   globals_ = &skel_->bss->globals;
+  if (config.follow_command) {
+    // Before the command runs, so that none of its forks goes unseen.
+    follow_fork_.reset(bpf_program__attach_trace(skel_->progs.stackmapd_follow_fork));
+    if (follow_fork_)
+      follow_exit_.reset(bpf_program__attach_trace(skel_->progs.stackmapd_follow_exit));
+    if (!follow_exit_)
+      throw Error("-- CMD: cannot follow forks and exits (tp_btf/sched_process_fork, exit): " +
+                  errno_text(errno) + ": this kernel needs BPF tracing programs for it");
+  }
   return take_over;
+}
+
+void BpfObject::track(uint32_t pid) const {
+  const uint32_t one = 1;
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.tracked), &pid, &one, BPF_ANY) != 0)
+    throw Error("-- CMD: cannot follow process " + std::to_string(pid) + ": " + errno_text(errno));
+}
+
+uint64_t BpfObject::tracked_lost() const {
+  const uint32_t zero = 0;
+  uint64_t lost = 0;
+  if (skel_) bpf_map_lookup_elem(bpf_map__fd(skel_->maps.tracked_lost), &zero, &lost);
+  return lost;
 }
 
 // Nothing is loaded or created: the loader did that; write_settings() and
 // the session's attach do the rest.
 void BpfObject::use_pins(const SessionConfig& config) {
+  if (config.follow_command)
+    throw Error(
+        "-- CMD needs stackmapd's own BPF object (its fork and exit programs); drop --pinned "
+        "or run the command first and give --pid");
   if (!config.functions.empty())
     throw Error(
         "-f needs stackmapd's own BPF object (one fentry program per function); with "
@@ -291,6 +321,8 @@ StackmapdSkeleton BpfObject::load_function(const std::string& function, uint32_t
   bpf_program__set_autoload(obj->progs.stackmapd_tracepoint, false);
   bpf_program__set_autoload(obj->progs.stackmapd_profile, false);
   bpf_program__set_autoload(obj->progs.stackmapd_offcpu, false);
+  bpf_program__set_autoload(obj->progs.stackmapd_follow_fork, false);
+  bpf_program__set_autoload(obj->progs.stackmapd_follow_exit, false);
   bpf_program__set_attach_target(obj->progs.stackmapd_fentry, 0, function.c_str());
   const std::pair<bpf_map*, bpf_map*> shared_maps[] = {
       {obj->maps.slots, skel_->maps.slots},     {obj->maps.pool, skel_->maps.pool},
@@ -298,6 +330,7 @@ StackmapdSkeleton BpfObject::load_function(const std::string& function, uint32_t
       {obj->maps.batches, skel_->maps.batches}, {obj->maps.scratch, skel_->maps.scratch},
       {obj->maps.nesting, skel_->maps.nesting}, {obj->maps.ids, skel_->maps.ids},
       {obj->maps.names, skel_->maps.names},     {obj->maps.offcpu_start, skel_->maps.offcpu_start},
+      {obj->maps.tracked, skel_->maps.tracked}, {obj->maps.tracked_lost, skel_->maps.tracked_lost},
       {obj->maps.bss, skel_->maps.bss}};
   int err = 0;
   for (const auto& [mine, main] : shared_maps)

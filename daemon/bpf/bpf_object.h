@@ -72,6 +72,12 @@ class BpfObject {
   int cookies_fd() const { return pins_ ? pins_->cookies : -1; }
   smt_globals* globals() const { return globals_; }
 
+  // -- CMD (follow_command): follows `pid` and every process it forks from
+  // now on. Throws Error.
+  void track(uint32_t pid) const;
+  // Processes forked while the tracked map was full, so not followed.
+  uint64_t tracked_lost() const;
+
   // True when the table came from pins (ours, left by an earlier daemon or
   // session, or a loader's): others may have used it, so a session takes it
   // over when it attaches. Where: the directory.
@@ -102,10 +108,11 @@ class BpfObject {
   uint32_t batch_count_;
   std::string pin_dir_;
   std::string pinned_where_;
-  bool pinned_ = false;       // our kernel table's maps are under pin_dir_
-  bool user_pinned_ = false;  // and our user table's
-  StackmapdSkeleton skel_;    // our own object, without --pinned
-  Mapping pinned_globals_;    // --pinned: the globals map, mmapped
+  bool pinned_ = false;                // our kernel table's maps are under pin_dir_
+  bool user_pinned_ = false;           // and our user table's
+  StackmapdSkeleton skel_;             // our own object, without --pinned
+  Mapping pinned_globals_;             // --pinned: the globals map, mmapped
+  BpfLink follow_fork_, follow_exit_;  // -- CMD: keep the tracked map, from load on
   int slots_fd_ = -1, pool_fd_ = -1, batches_fd_ = -1, ids_fd_ = -1;
   int uslots_fd_ = -1, upool_fd_ = -1, unwind_rows_fd_ = -1, unwind_procs_fd_ = -1;
   int tracepoint_prog_ = -1, profile_prog_ = -1, offcpu_prog_ = -1, offcpu_start_fd_ = -1;

@@ -85,6 +85,11 @@ class BpfSession {
   // now, so that a thread asleep at the end is not left out.
   void close_open_blocks();
 
+  // -- CMD (SessionConfig::follow_command): follows `pid` and every process
+  // it forks from now on; tracked_lost() counts those the map had no room for.
+  void track(uint32_t pid) { object_.track(pid); }
+  uint64_t tracked_lost() const { return object_.tracked_lost(); }
+
   // True when the table was taken over from pins left by an earlier daemon.
   bool resumed() const { return resumed_; }
   // Removes the pins: the maps go away with the last user (call on a clean

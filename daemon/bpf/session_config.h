@@ -70,6 +70,9 @@ struct TableConfig {
   // ... walked with unwind tables (x86_64; --user-unwind tables, the
   // default there), else by frame pointers.
   bool user_unwind = false;
+  // -- CMD: only the processes in the `tracked` map (bpf/follow.bpf.h), kept
+  // from the pid given to BpfObject::track() by fork and exit.
+  bool follow_command = false;
 
   bool operator==(const TableConfig&) const = default;
 };

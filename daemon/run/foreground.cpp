@@ -4,20 +4,18 @@
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <exception>
 #include <vector>
 
+#include "daemon/run/command_child.h"
+
 namespace stackmapd {
 
 Foreground::Foreground() {
-  for (int sig : {SIGINT, SIGTERM}) {
-    loop_.on_signal(sig, [this](int s) {
-      spdlog::debug("{}: stopping", strsignal(s));
-      stop_ = true;
-      loop_.stop();
-    });
-  }
+  for (int sig : {SIGINT, SIGTERM})
+    loop_.on_signal(sig, [this](int s, bool by_kernel) { on_stop_signal(s, by_kernel); });
   loop_.on_signal(SIGUSR1, [this](int) {
     if (!backend_) return;
     if (!backend_->reset) {
@@ -29,6 +27,27 @@ Foreground::Foreground() {
     } catch (const std::exception& e) {
       spdlog::error("SIGUSR1 reset failed, still tracing: {}", e.what());
     }
+  });
+}
+
+void Foreground::on_stop_signal(int sig, bool by_kernel) {
+  if (!command_) {
+    spdlog::debug("{}: stopping", strsignal(sig));
+    stop_ = true;
+    loop_.stop();
+    return;
+  }
+  // A terminal sends its ^C to its whole foreground process group: a command
+  // still in ours has it already, and a second one would be no forwarding.
+  if (by_kernel && getpgid(command_->pid()) == getpgrp()) return;
+  spdlog::debug("{}: passed to {}", strsignal(sig), command_->pid());
+  command_->signal(sig);
+}
+
+void Foreground::follow(CommandChild& command) {
+  command_ = &command;
+  loop_.watch(command.pidfd(), POLLIN, [this](short) {
+    if (command_->reap()) loop_.stop();
   });
 }
 

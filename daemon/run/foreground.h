@@ -3,7 +3,9 @@
 // tracefs: daemon/run/tracefs_trace.h), on the shared event loop:
 // drain on the backend's wakeup fd and on a timer, stop at the duration's end
 // or on SIGINT/SIGTERM, reset on SIGUSR1 where the backend can. The caller
-// then detaches, drains what is left and takes its Snapshot.
+// then detaches, drains what is left and takes its Snapshot. With -- CMD
+// (follow()) the command's exit stops it instead, and the stop signals go to
+// the command.
 #pragma once
 
 #include <functional>
@@ -12,6 +14,8 @@
 #include "daemon/sys/event_loop.h"
 
 namespace stackmapd {
+
+class CommandChild;
 
 struct ForegroundBackend {
   std::function<void()> drain;  // consume what is pending, without waiting
@@ -32,11 +36,19 @@ class Foreground {
   void run(const ForegroundBackend& backend, std::optional<double> duration_s,
            int drain_interval_ms);
 
+  // From now on run() ends when `command` exits (never waiting on it), and
+  // SIGINT/SIGTERM are passed to it instead of stopping the session, but for
+  // a terminal's ^C that reached it too. `command` must outlive run().
+  void follow(CommandChild& command);
+
   EventLoop& loop() { return loop_; }
 
  private:
+  void on_stop_signal(int sig, bool by_kernel);
+
   EventLoop loop_;
   const ForegroundBackend* backend_ = nullptr;
+  CommandChild* command_ = nullptr;
   bool stop_ = false;
 };
 

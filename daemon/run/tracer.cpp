@@ -8,6 +8,7 @@
 
 #include "daemon/export/perfetto_writer.h"
 #include "daemon/export/trace_writer.h"
+#include "daemon/run/command_child.h"
 #include "daemon/run/foreground.h"
 #include "daemon/run/session_setup.h"
 #include "daemon/symbols/symbol_sources.h"
@@ -81,7 +82,10 @@ Snapshot trace(TraceOptions options, Recording* recording) {
     }
     names += (names.empty() ? "" : ", ") + source;
   }
-  if (options.duration_s)
+  if (options.command)
+    spdlog::info("tracing {} while '{}' runs (pid {}; Ctrl-C and SIGTERM go to it)", names,
+                 options.command->name(), options.command->pid());
+  else if (options.duration_s)
     spdlog::info("tracing {} for {} s (Ctrl-C stops early, SIGUSR1 resets)", names,
                  *options.duration_s);
   else spdlog::info("tracing {} until Ctrl-C or SIGTERM (SIGUSR1 resets)", names);
@@ -100,12 +104,20 @@ Snapshot trace(TraceOptions options, Recording* recording) {
   };
   backend.each_second = [&] { health.check(session); };
   if (recording) recording->start = std::chrono::system_clock::now();
+  if (options.command) {
+    session.track(static_cast<uint32_t>(options.command->pid()));
+    foreground.follow(*options.command);
+    options.command->release();
+  }
   foreground.run(backend, options.duration_s, options.drain_interval_ms);
   // Detach before the last drain so that the exports are one consistent cut.
   session.detach();
   if (recording) recording->end = std::chrono::system_clock::now();
   session.drain(0);
   session.close_open_blocks();
+  if (options.command && session.tracked_lost())
+    spdlog::warn("{} processes of '{}' were not followed: more than {} of them at once",
+                 session.tracked_lost(), options.command->name(), SMT_MAX_TRACKED);
   if (writer) {
     writer->finish();
     spdlog::info("trace: {} events written to {}", writer->lines(),

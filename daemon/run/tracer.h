@@ -11,12 +11,17 @@
 
 namespace stackmapd {
 
+class CommandChild;
+
 struct TraceOptions {
   SessionConfig session;
   std::vector<std::string> function_patterns;  // -f, resolved against tracefs
   std::string trace_path;                      // --trace: "-" for stdout; empty: none
   std::string perfetto_path;                   // --perfetto: a Perfetto trace; empty: none
   std::optional<double> duration_s;            // none: until SIGINT/SIGTERM
+  // -- CMD (session.follow_command): followed and released once the session
+  // is attached; its exit ends the session. Null: none.
+  CommandChild* command = nullptr;
   // The BPF side submits ids without waking the daemon (a wakeup costs more
   // than capturing the stack), so the daemon drains on this timer.
   int drain_interval_ms = 100;

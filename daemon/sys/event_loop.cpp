@@ -49,6 +49,10 @@ void EventLoop::set_period(Id timer, Clock::duration period) {
 void EventLoop::cancel(Id timer) { timers_.erase(timer); }
 
 void EventLoop::on_signal(int sig, std::function<void(int)> fn) {
+  on_signal(sig, [fn = std::move(fn)](int s, bool) { fn(s); });
+}
+
+void EventLoop::on_signal(int sig, std::function<void(int, bool)> fn) {
   signals_.add(sig);
   signal_fns_[sig] = std::move(fn);
 }
@@ -91,12 +95,18 @@ void EventLoop::run_once(Clock::duration max_wait) {
     // Only what is pending now, each signal once: one arriving while a
     // handler runs (a reload takes a while) waits for the next turn, so a
     // storm of them cannot keep the timers and the watched fds from theirs.
-    std::vector<int> arrived;
-    while (auto sig = signals_.next())
-      if (std::find(arrived.begin(), arrived.end(), *sig) == arrived.end()) arrived.push_back(*sig);
-    for (int sig : arrived) {
+    std::map<int, bool> arrived;  // by signal: every arrival sent by the kernel
+    std::vector<int> order;
+    while (auto info = signals_.next()) {
+      const int sig = static_cast<int>(info->ssi_signo);
+      const bool by_kernel = info->ssi_code == SI_KERNEL;
+      auto [it, added] = arrived.emplace(sig, by_kernel);
+      if (added) order.push_back(sig);
+      else it->second = it->second && by_kernel;
+    }
+    for (int sig : order) {
       auto it = signal_fns_.find(sig);
-      if (it != signal_fns_.end()) it->second(sig);
+      if (it != signal_fns_.end()) it->second(sig, arrived[sig]);
     }
   }
 

@@ -48,6 +48,10 @@ class EventLoop {
   // the loop when it arrives. Take signals before slow setup (loading), so
   // that one arriving meanwhile is handled by the first turn.
   void on_signal(int sig, std::function<void(int)> fn);
+  // The same, also telling whether every arrival of it in this turn was sent
+  // by the kernel (SI_KERNEL: a terminal's ^C to its foreground process group)
+  // rather than by a process (kill).
+  void on_signal(int sig, std::function<void(int, bool by_kernel)> fn);
 
   // Turns until stop(); run_once() is one turn waiting at most max_wait.
   void run();
@@ -73,7 +77,7 @@ class EventLoop {
   Id next_id_ = 1;
   std::map<Id, Watch> watches_;
   std::map<Id, Timer> timers_;
-  std::map<int, std::function<void(int)>> signal_fns_;
+  std::map<int, std::function<void(int, bool)>> signal_fns_;
   SignalFd signals_;
   bool stopped_ = false;
 };

@@ -44,14 +44,14 @@ void SignalFd::add(int sig) {
   if (!fd_) fd_.reset(fd);
 }
 
-std::optional<int> SignalFd::next() {
+std::optional<signalfd_siginfo> SignalFd::next() {
   if (!fd_) return std::nullopt;
   signalfd_siginfo info;
   ssize_t n;
   do n = read(fd_.get(), &info, sizeof(info));
   while (n < 0 && errno == EINTR);
   if (n != sizeof(info)) return std::nullopt;
-  return static_cast<int>(info.ssi_signo);
+  return info;
 }
 
 void SignalFd::restore() noexcept {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/signalfd.h>
 
 #include <initializer_list>
 #include <optional>
@@ -30,7 +31,7 @@ class SignalFd {
   bool has(int sig) const { return fd_ && sigismember(&set_, sig) == 1; }
   int fd() const { return fd_.get(); }  // -1 until the first add()
   // The next pending signal, without waiting.
-  std::optional<int> next();
+  std::optional<signalfd_siginfo> next();
 
  private:
   void restore() noexcept;

@@ -26,8 +26,8 @@ std::shared_ptr<const CfiTable> build_vdso_table() {
     if (r.name != "[vdso]") continue;
     UniqueFd fd(memfd_create("stackmapd-vdso", MFD_CLOEXEC));
     const size_t len = r.end - r.start;
-    if (!fd || write(fd.get(), reinterpret_cast<const void*>(r.start), len) !=
-                   static_cast<ssize_t>(len))
+    if (!fd ||
+        write(fd.get(), reinterpret_cast<const void*>(r.start), len) != static_cast<ssize_t>(len))
       return nullptr;
     return std::make_shared<const CfiTable>(
         build_cfi_table("/proc/self/fd/" + std::to_string(fd.get())));
@@ -106,10 +106,8 @@ smt_unwind_mapping UnwindLoader::vdso_mapping(const CodeRange& r) {
 
 bool UnwindLoader::load(uint32_t pid, uint32_t exec_id, const ProcessMaps& maps) {
   std::vector<smt_unwind_mapping> all;
-  for (const MappedFile& f : maps.files())
-    all.push_back(file_mapping(f));
-  for (const CodeRange& r : maps.other_code())
-    all.push_back(vdso_mapping(r));
+  for (const MappedFile& f : maps.files()) all.push_back(file_mapping(f));
+  for (const CodeRange& r : maps.other_code()) all.push_back(vdso_mapping(r));
   std::sort(all.begin(), all.end(), [](const smt_unwind_mapping& a, const smt_unwind_mapping& b) {
     return a.start < b.start;
   });

@@ -22,13 +22,13 @@
 namespace stackmapd {
 
 struct UnwindCounts {
-  uint64_t processes = 0;       // process entries written (an exec or dlopen: again)
-  uint64_t tables = 0;          // files whose rows are loaded
-  uint64_t rows = 0;            // rows in use, of max_rows
+  uint64_t processes = 0;  // process entries written (an exec or dlopen: again)
+  uint64_t tables = 0;     // files whose rows are loaded
+  uint64_t rows = 0;       // rows in use, of max_rows
   uint64_t max_rows = 0;
-  uint64_t no_table = 0;        // code mappings left to frame pointers: no CFI, unreadable
-  uint64_t rows_full = 0;       // files not loaded: no room left for their rows
-  uint64_t mappings_over = 0;   // processes with more code mappings than an entry lists
+  uint64_t no_table = 0;       // code mappings left to frame pointers: no CFI, unreadable
+  uint64_t rows_full = 0;      // files not loaded: no room left for their rows
+  uint64_t mappings_over = 0;  // processes with more code mappings than an entry lists
 };
 
 class UnwindLoader {

@@ -29,7 +29,7 @@ static double seconds;
 
 static void nap(double s)
 {
-	struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
+	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
 
 	nanosleep(&ts, NULL);
 }
@@ -76,8 +76,8 @@ int main(int argc, char **argv)
 {
 	struct timespec start, now;
 
-	if (argc != 3 || (strcmp(argv[1], "sleep") && strcmp(argv[1], "signal") &&
-			  strcmp(argv[1], "spin"))) {
+	if (argc != 3 ||
+	    (strcmp(argv[1], "sleep") && strcmp(argv[1], "signal") && strcmp(argv[1], "spin"))) {
 		fprintf(stderr, "usage: unwind_workload sleep|signal|spin SECONDS\n");
 		return 2;
 	}

@@ -44,6 +44,11 @@ struct smt_cgroup_filter {
 	__u32 reserved;
 };
 
+/* -- CMD: the processes (tgids) of the command and its descendants that one
+ * session follows at once, in the daemon's own object's `tracked` map; a
+ * process forked while it is full is not followed (counted in tracked_lost). */
+#define SMT_MAX_TRACKED 16384
+
 /* Settings fixed for a session: .rodata of the daemon's own object (so the
  * verifier prunes what is off), a one-entry array the daemon writes before
  * attaching in the bpfloader object, which has no global data. */
@@ -66,6 +71,8 @@ struct smt_config {
 	__u32 filter_comm_nr;	/* --comm: how many of filter_comm; 0 = every name */
 	__u32 filter_cgroup_nr; /* --cgroup: how many of filter_cgroup; 0 = every cgroup */
 	__u32 user_unwind;	/* --user-stacks walks unwind tables (x86_64), not frame pointers */
+	__u32 follow_command;	/* -- CMD: only the processes in the tracked map */
+	__u32 reserved;
 	__u32 filter_tgid[SMT_MAX_PIDS];
 	__u64 filter_comm[SMT_MAX_COMMS][2];
 	struct smt_cgroup_filter filter_cgroup[SMT_MAX_CGROUPS];
