@@ -131,7 +131,7 @@ struct smt_offcpu_start {
 
 SMT_STATIC_ASSERT(sizeof(struct smt_offcpu_start) == 48, "offcpu layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_cgroup_filter) == 16, "cgroup filter layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_config) == 72 + 4 * SMT_MAX_PIDS + 16 * SMT_MAX_COMMS +
+SMT_STATIC_ASSERT(sizeof(struct smt_config) == 80 + 4 * SMT_MAX_PIDS + 16 * SMT_MAX_COMMS +
 						       16 * SMT_MAX_CGROUPS + 16 * SMT_MAX_STRIP,
 		  "config layout");
 
