@@ -34,7 +34,7 @@ static __always_inline __u32 user_frames(void *ctx, const volatile struct smt_co
 	long len;
 
 	if (cfg->user_unwind)
-		return unwind_user(buf->uips, tgid, exec_id(), stop);
+		return unwind_user(ctx, buf->uips, tgid, exec_id(), stop);
 	len = bpf_get_stack(ctx, buf->uips, sizeof(buf->uips), BPF_F_USER_STACK);
 	return len < (long)sizeof(__u64) ? 0 : len / sizeof(__u64);
 }

@@ -120,8 +120,10 @@ static long unwind_step_cb(__u32 i, void *ctx)
 /* The current task's user stack into ips (SMT_MAX_USER_DEPTH frames at
  * most). Returns how many, or 0 for a task with no user context (a kernel
  * thread); *stop says where the walk ended (SMC_USER_TRUNCATED at depth). */
-static __always_inline __u32 unwind_user(__u64 *ips, __u32 tgid, __u32 exec, __u32 *stop)
+static __always_inline __u32 unwind_user(void *ctx, __u64 *ips, __u32 tgid, __u32 exec, __u32 *stop)
 {
+	long len;
+
 	struct task_struct *task = bpf_get_current_task_btf();
 	const struct pt_regs___x86 *regs = (const void *)bpf_task_pt_regs(task);
 	const struct smt_unwind_process *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
@@ -136,11 +138,13 @@ static __always_inline __u32 unwind_user(__u64 *ips, __u32 tgid, __u32 exec, __u
 	w.ips = ips;
 	w.tgid = tgid;
 	if (!proc || (proc->exec_id != (__u16)exec && !(proc->flags & SMT_UNWIND_ANY_EXEC))) {
-		/* Not loaded yet, or loaded before an exec: the leaf is all
-		 * that is sure. */
-		ips[0] = w.r.ip;
+		/* Not loaded yet (a process that lives a few milliseconds may
+		 * never be), or loaded before an exec: frame pointers, whose
+		 * frames past the first that are no code the resolver cuts
+		 * (daemon/resolve/user_capture.h). */
 		*stop = SMC_USER_NOT_LOADED;
-		return 1;
+		len = bpf_get_stack(ctx, ips, SMT_MAX_USER_DEPTH * sizeof(__u64), BPF_F_USER_STACK);
+		return len < (long)sizeof(__u64) ? 0 : len / sizeof(__u64);
 	}
 	bpf_loop(SMT_MAX_USER_DEPTH, unwind_step_cb, &w, 0);
 	*stop = w.stop ? w.stop : SMC_USER_TRUNCATED;

@@ -89,10 +89,17 @@ CapturedStack UserCapture::capture(const UserStackIps& ips) {
     UserFrame f;
     f.addr = addr;
     const MappedFile* file = maps ? maps->find(addr) : nullptr;
-    if (!file && maps && !reread) {
+    if (!file && maps && !reread && !maps->find_other_code(addr)) {
       reread = true;
       maps = maps_of(ips.pid, ips.exec_id, true);
       file = maps ? maps->find(addr) : nullptr;
+    }
+    if (!file && maps) {
+      const CodeRange* code = maps->find_other_code(addr);
+      // A caller that is no code (a frame-pointer walk through code without
+      // frame pointers reads data): the stack ends before it, never with it.
+      if (!code && !c.stack.frames.empty()) break;
+      if (code && code->name == "[vdso]") f.symbols = {"[vdso]"};
     }
     if (file) {
       f.binary = binary_index(*file);

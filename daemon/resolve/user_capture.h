@@ -2,10 +2,11 @@
 // --user-stacks, the resolver worker's two steps for one user stack:
 // capture() while its process most likely still runs: its mappings
 // (/proc/PID/maps, cached per process and exec) give each frame a binary and
-// a file offset, and each binary the symbolizer has not opened yet is opened
-// now, so that symbolize() needs nothing of the process: a process that
-// exits between the two steps keeps its symbols. symbolize() then names the
-// frames with libdwfl (user_symbolizer.h), the slow step.
+// a file offset (a frame past the first in no code mapping ends the stack:
+// a frame-pointer walk's read of data, never a frame), and each binary the symbolizer has not
+// opened yet is opened now, so that symbolize() needs nothing of the process: a process that exits
+// between the two steps keeps its symbols. symbolize() then names the frames with libdwfl
+// (user_symbolizer.h), the slow step.
 //
 // Memory is bounded: kMaxProcesses processes' maps and UserSymbolizer's open
 // binaries, each cap counted. One thread uses an instance.

@@ -38,6 +38,7 @@ class ProcessMaps {
   static ProcessMaps parse(const std::string& text);
 
   const MappedFile* find(uint64_t addr) const;
+  const CodeRange* find_other_code(uint64_t addr) const;
   const std::vector<MappedFile>& files() const { return files_; }
   const std::vector<CodeRange>& other_code() const { return other_code_; }
 

@@ -14,7 +14,8 @@
  * which only computes, so a CPU sample of it lands in user mode, with no
  * kernel frames (--profile with --user-stacks). With nap it blocks:
  * main -> ustack_nap_one -> ustack_nap_two -> usleep(1000) (--offcpu; libc's
- * frame-pointer-less leaf hides ustack_nap_two, its caller shows).
+ * leaf keeps no frame pointer, which --user-unwind fp stops at; the unwind
+ * tables show ustack_nap_two).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>

@@ -94,7 +94,7 @@ enum smt_counter {
 	/* --user-stacks with unwind tables (abi/unwind.h): where each walk ended,
 	 * one of these or SMC_USER_TRUNCATED per user stack walked. */
 	SMC_USER_COMPLETE,     /* at the outermost frame (_start, clone3) */
-	SMC_USER_NOT_LOADED,   /* its process's tables not loaded (yet): the leaf only */
+	SMC_USER_NOT_LOADED,   /* its process's tables not loaded (yet): frame pointers */
 	SMC_USER_NO_TABLE,     /* code with no table and no frame pointer to follow */
 	SMC_USER_FAULT,	       /* a read of the stack faulted (not resident, or bad) */
 	SMC_USER_UNSUPPORTED,  /* a rule the walker cannot follow */
