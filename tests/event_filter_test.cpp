@@ -23,10 +23,10 @@ __u32 g_pid, g_cpu;
 }  // namespace
 
 #define SMT_LOOP_CB static long
-#define smt_loop(n, cb, ctx)               \
-  do {                                     \
-    for (__u32 i_ = 0; i_ < (n); i_++)     \
-      if ((cb)(i_, (ctx))) break;          \
+#define smt_loop(n, cb, ctx)           \
+  do {                                 \
+    for (__u32 i_ = 0; i_ < (n); i_++) \
+      if ((cb)(i_, (ctx))) break;      \
   } while (0)
 
 static int smt_filter_read_num(__u64* v, __u32 size, __u64 addr) {
@@ -145,9 +145,8 @@ TEST(EventFilter, LogicMatchesCPrecedenceForEveryAssignment) {
     std::function<bool(bool, bool, bool, bool, bool, bool, bool, bool)> want;
   };
   const std::vector<Case> cases = {
-      {"a == 1 || b == 1 && c == 1", [](bool a, bool b, bool c, bool, bool, bool, bool, bool) {
-         return a || (b && c);
-       }},
+      {"a == 1 || b == 1 && c == 1",
+       [](bool a, bool b, bool c, bool, bool, bool, bool, bool) { return a || (b && c); }},
       {"a == 1 && b == 1 || c == 1 && d == 1",
        [](bool a, bool b, bool c, bool d, bool, bool, bool, bool) { return (a && b) || (c && d); }},
       {"(a == 1 || b == 1) && (c == 1 || d == 1) && !(e == 1 && f == 1)",
@@ -176,7 +175,8 @@ TEST(EventFilter, LogicMatchesCPrecedenceForEveryAssignment) {
 }
 
 TEST(EventFilter, JumpsOnlyForward) {
-  const smt_filter f = compile_filter("a == 1 && (b == 1 || !(c == 1 && d == 1)) || e == 1", format());
+  const smt_filter f =
+      compile_filter("a == 1 && (b == 1 || !(c == 1 && d == 1)) || e == 1", format());
   ASSERT_EQ(f.nr, 5u);
   for (__u32 k = 0; k < f.nr; ++k) {
     EXPECT_GT(f.preds[k].on_true, k);
@@ -278,9 +278,9 @@ TEST(EventFilter, TaskFieldsComeFromTheTask) {
 
 TEST(EventFilter, ErrorsNameTheProblemAndTheColumn) {
   EXPECT_EQ(error_of("nosuch == 1"),
-            "--filter: field not found: fake:fake has no field 'nosuch' (its fields: filename, "
-            "rel, name, s1, u1, s2, s4, u4, s8, u8, ptr, arr, a, b, c, d, e, f, g, h; and "
-            "common_pid, comm, cpu) at column 1: nosuch == 1");
+            "--filter: field not found: 'nosuch' (fake:fake has: filename, rel, name, s1, u1, "
+            "s2, s4, u4, s8, u8, ptr, arr, a, b, c, d, e, f, g, h, common_pid, comm, cpu) at "
+            "column 1: nosuch == 1");
   EXPECT_EQ(error_of("u4 ~ 3"),
             "--filter: illegal operation for field type: ~ takes strings at column 4: u4 ~ 3");
   EXPECT_EQ(error_of("u4 == \"3\""),
@@ -291,8 +291,9 @@ TEST(EventFilter, ErrorsNameTheProblemAndTheColumn) {
   EXPECT_EQ(error_of("name > \"a\""),
             "--filter: illegal operation for field type: strings take ==, != or ~, not > at "
             "column 8: name > \"a\"");
-  EXPECT_EQ(error_of("u4 = 1"),
-            "--filter: invalid operator: expected ==, !=, <, <=, >, >=, & or ~ at column 4: u4 = 1");
+  EXPECT_EQ(
+      error_of("u4 = 1"),
+      "--filter: invalid operator: expected ==, !=, <, <=, >, >=, & or ~ at column 4: u4 = 1");
   EXPECT_EQ(error_of("u4 == abc"),
             "--filter: invalid value (did you forget quotes?) at column 7: u4 == abc");
   EXPECT_EQ(error_of("u4 == 08"),
@@ -302,15 +303,21 @@ TEST(EventFilter, ErrorsNameTheProblemAndTheColumn) {
   EXPECT_EQ(error_of("s8 == 9223372036854775808"),
             "--filter: illegal integer value '9223372036854775808' for a signed field at column "
             "7: s8 == 9223372036854775808");
-  EXPECT_EQ(error_of("u4 == 0x"), "--filter: illegal integer value '0x' for an unsigned field at column 7: u4 == 0x");
-  EXPECT_EQ(error_of("name == \"abc"), "--filter: missing matching quote at column 9: name == \"abc");
+  EXPECT_EQ(error_of("u4 == 0x"),
+            "--filter: illegal integer value '0x' for an unsigned field at column 7: u4 == 0x");
+  EXPECT_EQ(error_of("name == \"abc"),
+            "--filter: missing matching quote at column 9: name == \"abc");
   EXPECT_EQ(error_of("(u4 == 1"),
             "--filter: too many '(': this one is not closed at column 1: (u4 == 1");
   EXPECT_EQ(error_of("u4 == 1)"), "--filter: too few '(' at column 8: u4 == 1)");
-  EXPECT_EQ(error_of("u4 == 1 &&"), "--filter: expected a predicate after this at column 11: u4 == 1 &&");
+  EXPECT_EQ(error_of("u4 == 1 &&"),
+            "--filter: expected a predicate after this at column 11: u4 == 1 &&");
   EXPECT_EQ(error_of("u4 == 1 u4"), "--filter: expected &&, || or the end at column 9: u4 == 1 u4");
-  EXPECT_EQ(error_of("u4 == 1 & u4"), "--filter: expected &&, || or the end at column 9: u4 == 1 & u4");
-  EXPECT_EQ(error_of("   "), "--filter: empty filter: give predicates such as 'bytes_alloc >= 4096' at column 4:    ");
+  EXPECT_EQ(error_of("u4 == 1 & u4"),
+            "--filter: expected &&, || or the end at column 9: u4 == 1 & u4");
+  EXPECT_EQ(
+      error_of("   "),
+      "--filter: empty filter: give predicates such as 'bytes_alloc >= 4096' at column 4:    ");
   EXPECT_EQ(error_of("common_flags & 1"),
             "--filter: common_flags is not in the record a BPF program sees (the kernel puts a "
             "pointer over the common fields): use --backend tracefs at column 1: common_flags & 1");
@@ -335,15 +342,18 @@ TEST(EventFilter, HostileInputGetsOneLine) {
   EXPECT_NE(error_of(nots).find("nested too deep"), std::string::npos);
   EXPECT_EQ(error_of(std::string("name == \"a\0b\"", 13)),
             "--filter: a NUL byte in a string at column 9: name == \"a?b\"");
-  EXPECT_EQ(error_of(std::string("u4 == 1 \0", 9)), "--filter: expected &&, || or the end at column 9: u4 == 1 ?");
+  EXPECT_EQ(error_of(std::string("u4 == 1 \0", 9)),
+            "--filter: expected &&, || or the end at column 9: u4 == 1 ?");
   std::string many;
-  for (int k = 0; k < 17; ++k) many += (k ? " || " : "") + std::string("u4 == ") + std::to_string(k);
+  for (int k = 0; k < 17; ++k)
+    many += (k ? " || " : "") + std::string("u4 == ") + std::to_string(k);
   EXPECT_EQ(error_of(many).substr(0, 52), "--filter: too many terms: at most 16 predicates at c");
   std::string strings;
   for (int k = 0; k < 9; ++k) strings += (k ? " || " : "") + std::string("name == \"x\"");
   EXPECT_NE(error_of(strings).find("too many strings: at most 8"), std::string::npos);
-  EXPECT_NE(error_of("name == \"" + std::string(64, 'x') + "\"").find("string of 64 bytes: at most 63"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("name == \"" + std::string(64, 'x') + "\"").find("string of 64 bytes: at most 63"),
+      std::string::npos);
   EXPECT_EQ(error_of("name == \"" + std::string(63, 'x') + "\""), "");
 }
 

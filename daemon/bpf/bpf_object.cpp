@@ -64,6 +64,7 @@ smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_byt
   s.strip_nr = static_cast<uint32_t>(std::min<size_t>(c.machinery.size(), SMT_MAX_STRIP));
   std::copy_n(c.machinery.begin(), s.strip_nr, s.strip);
   s.user_stacks = c.user_stacks;
+  s.filter = c.filter_program.prog;
   return s;
 }
 

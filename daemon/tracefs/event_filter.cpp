@@ -46,7 +46,8 @@ std::string excerpt(std::string_view expr, size_t column) {
     from = column > kWidth / 2 ? std::min(column - kWidth / 2, expr.size() - kWidth) : 0;
     if (from) out = "...";
   }
-  for (char c : expr.substr(from, kWidth)) out += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+  for (char c : expr.substr(from, kWidth))
+    out += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
   if (from + kWidth < expr.size()) out += "...";
   return out;
 }
@@ -73,11 +74,10 @@ std::optional<uint64_t> parse_unsigned(std::string_view s) {
   if (s.empty()) return std::nullopt;
   uint64_t v = 0;
   for (char c : s) {
-    const unsigned d = std::isdigit(static_cast<unsigned char>(c))
-                           ? unsigned(c - '0')
-                           : std::isxdigit(static_cast<unsigned char>(c))
-                                 ? unsigned(std::tolower(c) - 'a' + 10)
-                                 : 99;
+    const unsigned d = std::isdigit(static_cast<unsigned char>(c)) ? unsigned(c - '0')
+                       : std::isxdigit(static_cast<unsigned char>(c))
+                           ? unsigned(std::tolower(c) - 'a' + 10)
+                           : 99;
     if (d >= base || v > (UINT64_MAX - d) / base) return std::nullopt;
     v = v * base + d;
   }
@@ -109,8 +109,7 @@ class Parser {
     if (i_ == s_.size()) fail(i_, "empty filter: give predicates such as 'bytes_alloc >= 4096'");
     const int root = parse_or(0);
     skip_space();
-    if (i_ < s_.size())
-      fail(i_, s_[i_] == ')' ? "too few '('" : "expected &&, || or the end");
+    if (i_ < s_.size()) fail(i_, s_[i_] == ')' ? "too few '('" : "expected &&, || or the end");
     if (nodes_[root].leaves > SMT_FILTER_MAX_PREDS)
       fail(0, "too many terms: at most " + std::to_string(SMT_FILTER_MAX_PREDS) + " predicates");
     emit(root, SMT_FILTER_ACCEPT, SMT_FILTER_REJECT);
@@ -191,7 +190,8 @@ class Parser {
     if (name == "common_pid") return {SMT_FF_PID, 0, 4, true};
     if (name == "cpu" || name == "CPU" || name == "common_cpu") return {SMT_FF_CPU, 0, 4, true};
     if (name == "comm" || name == "COMM") return {SMT_FF_COMM, 0, 16, false};
-    const std::string event = format_.system.empty() ? format_.name : format_.system + ":" + format_.name;
+    const std::string event =
+        format_.system.empty() ? format_.name : format_.system + ":" + format_.name;
     if (name.substr(0, 7) == "common_")
       fail(at, std::string(name) +
                    " is not in the record a BPF program sees (the kernel puts a pointer over "
@@ -200,9 +200,8 @@ class Parser {
     if (!f) {
       std::string fields;
       for (const EventField& e : format_.fields) fields += (fields.empty() ? "" : ", ") + e.name;
-      fail(at, "field not found: " + event + " has no field '" + std::string(name) +
-                   "' (its fields: " + (fields.empty() ? "none" : fields) +
-                   "; and common_pid, comm, cpu)");
+      fail(at, "field not found: '" + std::string(name) + "' (" + event +
+                   " has: " + (fields.empty() ? "" : fields + ", ") + "common_pid, comm, cpu)");
     }
     if (f->offset > UINT16_MAX) fail(at, std::string(name) + " lies past 64 KiB of the record");
     const std::string& t = f->type;
@@ -227,7 +226,8 @@ class Parser {
     while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_'))
       ++i_;
     if (i_ == name_at)
-      fail(name_at, i_ == s_.size() ? "expected a predicate after this" : "expected a field name, '(' or '!'");
+      fail(name_at, i_ == s_.size() ? "expected a predicate after this"
+                                    : "expected a field name, '(' or '!'");
     const std::string_view name = s_.substr(name_at, i_ - name_at);
     const Operand o = operand(name, name_at);
     skip_space();
@@ -252,16 +252,18 @@ class Parser {
     const char c = i_ < s_.size() ? s_[i_] : '\0';
     if (i_ < s_.size() && (c == '"' || c == '\'')) {
       if (op != "==" && op != "!=" && op != "~")
-        fail(value_at, "illegal operation for field type: strings take ==, != or ~, not " +
-                           std::string(op));
-      if (!o.is_string()) fail(value_at, "expecting numeric field: " + std::string(name) + " is a number");
+        fail(value_at,
+             "illegal operation for field type: strings take ==, != or ~, not " + std::string(op));
+      if (!o.is_string())
+        fail(value_at, "expecting numeric field: " + std::string(name) + " is a number");
       const size_t close = s_.find(c, i_ + 1);
       if (close == std::string_view::npos) fail(value_at, "missing matching quote");
       string_pred(p, op, s_.substr(i_ + 1, close - i_ - 1), value_at);
       i_ = close + 1;
     } else if (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(c)) || c == '-')) {
       if (o.is_string())
-        fail(value_at, "expecting string field: " + std::string(name) + " is a string: quote the value");
+        fail(value_at,
+             "expecting string field: " + std::string(name) + " is a string: quote the value");
       if (op == "~") fail(op_at, "illegal operation for field type: ~ takes strings");
       size_t end = i_ + (c == '-');
       while (end < s_.size() && std::isalnum(static_cast<unsigned char>(s_[end]))) ++end;
@@ -273,12 +275,12 @@ class Parser {
       i_ = end;
       p.value = as_field(*v, o.size, o.is_signed);
       p.negate = op == "!=";
-      p.op = op == "==" || op == "!="   ? SMT_FO_EQ
-             : op == "<"                ? SMT_FO_LT
-             : op == "<="               ? SMT_FO_LE
-             : op == ">"                ? SMT_FO_GT
-             : op == ">="               ? SMT_FO_GE
-                                        : SMT_FO_BAND;
+      p.op = op == "==" || op == "!=" ? SMT_FO_EQ
+             : op == "<"              ? SMT_FO_LT
+             : op == "<="             ? SMT_FO_LE
+             : op == ">"              ? SMT_FO_GT
+             : op == ">="             ? SMT_FO_GE
+                                      : SMT_FO_BAND;
     } else {
       fail(value_at, "invalid value (did you forget quotes?)");
     }
@@ -341,16 +343,12 @@ class Parser {
         p.on_false = no;
         return;
       }
-      case Node::kNot:
-        emit(n.left, no, yes);
-        return;
+      case Node::kNot: emit(n.left, no, yes); return;
       case Node::kAnd:
       case Node::kOr: {
         const __u8 right = static_cast<__u8>(prog_.nr + nodes_[n.left].leaves);
-        if (n.kind == Node::kAnd)
-          emit(n.left, right, no);
-        else
-          emit(n.left, yes, right);
+        if (n.kind == Node::kAnd) emit(n.left, right, no);
+        else emit(n.left, yes, right);
         emit(n.right, yes, no);
         return;
       }

@@ -218,7 +218,8 @@ SMT_INLINE int smt_filter_string(struct smt_filter_run *r, const volatile struct
 	case SMT_FO_END: /* the plen bytes before the length's last one */
 		if (!len || len - 1 < plen)
 			return 0;
-		return !smt_filter_load(r, addr + len - 1 - plen, plen) && smt_filter_same(r, 0, plen);
+		return !smt_filter_load(r, addr + len - 1 - plen, plen) &&
+		       smt_filter_same(r, 0, plen);
 	case SMT_FO_MIDDLE:
 		if (smt_filter_load(r, addr, len))
 			return 0;
