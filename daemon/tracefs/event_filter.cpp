@@ -321,6 +321,11 @@ class Parser {
       }
     }
     if (text.find('\0') != std::string_view::npos) fail(at, "a NUL byte in a string");
+    std::string tokens;
+    if (p.op == SMT_FO_GLOB) {
+      tokens = glob_tokens(text, at);
+      text = tokens;
+    }
     if (text.size() >= SMT_FILTER_PATTERN_MAX)
       fail(at, "string of " + std::to_string(text.size()) + " bytes: at most " +
                    std::to_string(SMT_FILTER_PATTERN_MAX - 1));
@@ -329,6 +334,65 @@ class Parser {
     std::memcpy(prog_.patterns[patterns_], text.data(), text.size());
     p.pattern = static_cast<__u8>(patterns_++);
     p.pattern_len = static_cast<__u8>(text.size());
+  }
+
+  // A full glob as the tokens the interpreter runs (abi/filter.h), read as
+  // the kernel's glob_match() reads it: '*', '?', '[...]' spans a or a-b
+  // (the first may be ']'; "[!" inverts; unclosed, '[' is literal), a backslash
+  // makes the next byte literal.
+  std::string glob_tokens(std::string_view g, size_t at) {
+    std::string out;
+    for (size_t i = 0; i < g.size();) {
+      const unsigned char ch = static_cast<unsigned char>(g[i]);
+      if (ch == '*' || ch == '?') {
+        out += static_cast<char>(ch == '*' ? SMT_GLOB_STAR : SMT_GLOB_ANY);
+        ++i;
+        continue;
+      }
+      if (ch == '[') {
+        if (const size_t end = glob_class(g, i + 1, at); end) {
+          out += static_cast<char>(SMT_GLOB_CLASS + classes_ - 1);
+          i = end;
+          continue;
+        }
+      } else if (ch == '\\') {
+        if (++i == g.size())
+          break;  // a trailing backslash matches the string's end, as the end does
+      }
+      const unsigned char lit = static_cast<unsigned char>(g[i++]);
+      if (lit < SMT_GLOB_CLASS + SMT_FILTER_MAX_CLASSES) fail(at, "a control byte in a glob");
+      out += static_cast<char>(lit);
+    }
+    return out;
+  }
+
+  // The class whose spans start at g[j] (after '['): its bitmap in the next
+  // classes slot and the index past its ']', or 0 when it is not closed.
+  size_t glob_class(std::string_view g, size_t j, size_t at) {
+    const bool inverted = j < g.size() && g[j] == '!';
+    j += inverted;
+    __u8 bits[32] = {};
+    if (j >= g.size()) return 0;
+    unsigned char a = static_cast<unsigned char>(g[j++]);
+    for (;;) {
+      unsigned char b = a;
+      if (j < g.size() && g[j] == '-' && (j + 1 >= g.size() || g[j + 1] != ']')) {
+        if (j + 1 >= g.size()) return 0;
+        b = static_cast<unsigned char>(g[j + 1]);
+        j += 2;
+      }
+      for (unsigned c = a; c <= b; ++c) bits[c >> 3] |= static_cast<__u8>(1u << (c & 7));
+      if (j >= g.size()) return 0;
+      a = static_cast<unsigned char>(g[j++]);
+      if (a == ']') break;
+    }
+    if (classes_ == SMT_FILTER_MAX_CLASSES)
+      fail(at, "too many [classes]: at most " + std::to_string(SMT_FILTER_MAX_CLASSES));
+    for (unsigned k = 0; k < 32; ++k)
+      prog_.classes[classes_][k] = inverted ? static_cast<__u8>(~bits[k]) : bits[k];
+    prog_.classes[classes_][0] &= static_cast<__u8>(~1u);  // the string's end is no byte
+    ++classes_;
+    return j;
   }
 
   // Predicates in the order they appear; a node's code jumps to `yes` when
@@ -361,6 +425,7 @@ class Parser {
   std::vector<Node> nodes_;
   smt_filter prog_{};
   unsigned patterns_ = 0;
+  unsigned classes_ = 0;
 };
 
 }  // namespace

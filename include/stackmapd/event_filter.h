@@ -7,7 +7,8 @@
  * do, quirks included (ftrace's "*x" on a char array compares the bytes
  * before the array's last one, not the string's end). Every loop is bounded:
  * the predicates, "*x*" and globs step through smt_loop() (bpf_loop on the
- * BPF side), the rest through loops of at most SMT_FILTER_PATTERN_MAX.
+ * BPF side) with state the verifier need not track exactly, the rest through
+ * loops of at most SMT_FILTER_PATTERN_MAX.
  *
  * The includer defines, before including this file:
  *   SMT_LOOP_CB, smt_loop(n, cb, ctx)   cb(i, ctx) for i < n until it returns nonzero
@@ -39,10 +40,8 @@ struct smt_filter_run {
 	__u32 pc;  /* the predicate to run next, or ACCEPT / REJECT */
 	__u32 len; /* bytes of str read ("*x*") */
 	__u32 plen;
-	__u32 sp, pp;		/* glob: the next string and pattern characters */
-	__u32 back_sp, back_pp; /* glob: where to resume after the last '*' */
-	__u32 starred;		/* glob: a '*' was seen */
-	__u32 result;		/* "*x*" and glob: the match */
+	__u32 result; /* "*x*" and glob: the match */
+	__u64 states; /* glob: the token counts the bytes so far match */
 	char comm[16] __attribute__((aligned(8)));
 };
 
@@ -107,67 +106,51 @@ SMT_LOOP_CB smt_filter_middle_cb(__u32 s, void *ctx)
 	return 0;
 }
 
-/* One step of the kernel's glob_match() (lib/glob.c): the pattern's
- * character at pp against the string's at sp. */
+/* Full globs: the pattern's tokens run as an automaton, one string byte per
+ * step; bit k of r->states: the bytes so far match the first k tokens. It
+ * accepts what the kernel's backtracking glob_match() accepts. */
+SMT_INLINE __u64 smt_filter_glob_closure(struct smt_filter_run *r, __u64 states)
+{
+	for (__u32 k = 0; k < SMT_FILTER_PATTERN_MAX - 1 && k < r->plen; k++)
+		if ((states >> k & 1) && r->pat[k] == SMT_GLOB_STAR)
+			states |= 1ULL << (k + 1); /* * may match nothing */
+	return states;
+}
+
 SMT_LOOP_CB smt_filter_glob_cb(__u32 i, void *ctx)
 {
 	struct smt_filter_run *r = (struct smt_filter_run *)ctx;
-	const volatile char *pat = r->pat;
-	unsigned char c = r->str[r->sp & SMT_FILTER_STR_MAX];
-	unsigned char d = pat[r->pp & SMT_FILTER_PAT_MASK], a, b;
-	__u32 k, inverted, match = 0;
+	unsigned char c, t;
+	__u64 next = 0;
+	__u32 ok;
 
-	(void)i; /* the step count: the string and pattern positions say where */
-	r->sp++;
-	r->pp++;
-	switch (d) {
-	case '?':
-		return c ? 0 : smt_filter_done(r, 0);
-	case '*':
-		if (!pat[r->pp & SMT_FILTER_PAT_MASK])
-			return smt_filter_done(r, 1);
-		r->starred = 1;
-		r->back_pp = r->pp;
-		r->back_sp = --r->sp; /* * may match nothing */
-		return 0;
-	case '[':
-		inverted = pat[r->pp & SMT_FILTER_PAT_MASK] == '!';
-		k = r->pp + inverted;
-		a = pat[k++ & SMT_FILTER_PAT_MASK];
-		/* spans a or a-b; the first may be ']'; no closing ']' makes '[' literal */
-		for (__u32 j = 0; j < SMT_FILTER_PATTERN_MAX; j++) {
-			b = a;
-			if (!a)
-				goto literal;
-			if (pat[k & SMT_FILTER_PAT_MASK] == '-' &&
-			    pat[(k + 1) & SMT_FILTER_PAT_MASK] != ']') {
-				b = pat[(k + 1) & SMT_FILTER_PAT_MASK];
-				if (!b)
-					goto literal;
-				k += 2;
-			}
-			match |= a <= c && c <= b;
-			a = pat[k++ & SMT_FILTER_PAT_MASK];
-			if (a == ']')
-				break;
-		}
-		if (match == inverted)
-			goto backtrack;
-		r->pp = k;
-		return 0;
-	case '\\':
-		d = pat[r->pp++ & SMT_FILTER_PAT_MASK];
-		break;
-	}
-literal:
-	if (c == d)
-		return d ? 0 : smt_filter_done(r, 1);
-backtrack:
-	if (!c || !r->starred)
+	if (i > SMT_FILTER_STR_MAX)
 		return smt_filter_done(r, 0);
-	r->pp = r->back_pp;
-	r->sp = ++r->back_sp;
-	return 0;
+	c = r->str[i & SMT_FILTER_STR_MAX];
+	if (!c)
+		return smt_filter_done(r, r->states >> (r->plen & SMT_FILTER_PAT_MASK) & 1);
+	for (__u32 k = 0; k < SMT_FILTER_PATTERN_MAX - 1 && k < r->plen; k++) {
+		if (!(r->states >> k & 1))
+			continue;
+		t = r->pat[k];
+		if (t == SMT_GLOB_STAR) {
+			next |= 1ULL << k;
+			continue;
+		}
+		if (t == SMT_GLOB_ANY)
+			ok = 1;
+		else if (t >= SMT_GLOB_CLASS && t < SMT_GLOB_CLASS + SMT_FILTER_MAX_CLASSES)
+			ok = r->f->classes[(__u32)(t - SMT_GLOB_CLASS) % SMT_FILTER_MAX_CLASSES]
+					  [c >> 3] >>
+				     (c & 7) &
+			     1;
+		else
+			ok = t == c;
+		if (ok)
+			next |= 1ULL << (k + 1);
+	}
+	r->states = smt_filter_glob_closure(r, next);
+	return r->states ? 0 : smt_filter_done(r, 0);
 }
 
 /* Reads n bytes of the string at addr into str, NUL-terminated. */
@@ -230,8 +213,9 @@ SMT_INLINE int smt_filter_string(struct smt_filter_run *r, const volatile struct
 	case SMT_FO_GLOB: /* to the string's NUL */
 		if (smt_filter_load(r, addr, len))
 			return 0;
-		r->sp = r->pp = r->back_sp = r->back_pp = r->starred = r->result = 0;
-		smt_loop((SMT_FILTER_STR_MAX + 2) * SMT_FILTER_PATTERN_MAX, smt_filter_glob_cb, r);
+		r->states = smt_filter_glob_closure(r, 1);
+		r->result = 0;
+		smt_loop(SMT_FILTER_STR_MAX + 1, smt_filter_glob_cb, r);
 		return r->result;
 	}
 	return 0;

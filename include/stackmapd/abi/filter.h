@@ -19,6 +19,12 @@
 /* Bytes of a record's string that "*x*" and full globs are matched against
  * (==, "x*" and "*x" read what they need, however long the string). */
 #define SMT_FILTER_STR_MAX 255
+/* Full globs (SMT_FO_GLOB) are stored as tokens: these bytes, the others
+ * literal; a class is a bitmap of the bytes it takes. */
+#define SMT_GLOB_STAR 1	 /* any bytes, none included */
+#define SMT_GLOB_ANY 2	 /* one byte */
+#define SMT_GLOB_CLASS 3 /* SMT_GLOB_CLASS + k: one byte of classes[k] */
+#define SMT_FILTER_MAX_CLASSES 4
 /* Jump targets past the last predicate: the event is kept, or left out. */
 #define SMT_FILTER_ACCEPT 0xfe
 #define SMT_FILTER_REJECT 0xff
@@ -48,7 +54,7 @@ enum smt_filter_op {
 	SMT_FO_FRONT,  /* ~ "x*" */
 	SMT_FO_MIDDLE, /* ~ "*x*": within the length, NULs included */
 	SMT_FO_END,    /* ~ "*x": the bytes before the length's last one */
-	SMT_FO_GLOB,   /* ~ with * inside, ?, [ or \: the kernel's glob_match() */
+	SMT_FO_GLOB,   /* ~ with * inside, ?, [ or \: the kernel's glob_match(), as tokens */
 };
 
 struct smt_filter_pred {
@@ -73,12 +79,14 @@ struct smt_filter {
 	__u32 reserved;
 	struct smt_filter_pred preds[SMT_FILTER_MAX_PREDS];
 	char patterns[SMT_FILTER_MAX_PATTERNS][SMT_FILTER_PATTERN_MAX];
+	__u8 classes[SMT_FILTER_MAX_CLASSES][32];
 };
 
 SMT_STATIC_ASSERT(sizeof(struct smt_filter_pred) == 24, "filter predicate layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_filter) ==
 			  8 + 24 * SMT_FILTER_MAX_PREDS +
-				  SMT_FILTER_MAX_PATTERNS * SMT_FILTER_PATTERN_MAX,
+				  SMT_FILTER_MAX_PATTERNS * SMT_FILTER_PATTERN_MAX +
+				  32 * SMT_FILTER_MAX_CLASSES,
 		  "filter layout");
 SMT_STATIC_ASSERT(SMT_FILTER_MAX_PREDS < SMT_FILTER_ACCEPT, "targets fit a byte");
 
