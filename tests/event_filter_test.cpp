@@ -248,6 +248,17 @@ TEST(EventFilter, StringsMatchAsFtraceDoes) {
   EXPECT_TRUE(matches("name ~ \"sle\\ep\"", r));
   EXPECT_TRUE(matches("name ~ \"s?e*\"", r));
   EXPECT_FALSE(matches("name ~ \"sleep?\"", r));
+  // lib/glob.c's reading: backtracking over several '*', an unclosed '[' is
+  // literal, a range, a trailing backslash.
+  EXPECT_TRUE(matches("name ~ \"*a*b*c\"", Record().name("xaxbxc")));
+  EXPECT_FALSE(matches("name ~ \"*a*b*c\"", Record().name("xaxbxcx")));
+  EXPECT_TRUE(matches("name ~ \"*a*b*c\"", Record().name("abcabc")));
+  EXPECT_TRUE(matches("name ~ \"a[b*\"", Record().name("a[bcd")));
+  EXPECT_FALSE(matches("name ~ \"a[b*\"", Record().name("abcd")));
+  EXPECT_TRUE(matches("name ~ \"v[0-9][0-9]?\"", Record().name("v42x")));
+  EXPECT_FALSE(matches("name ~ \"v[0-9][0-9]?\"", Record().name("v4xx")));
+  EXPECT_TRUE(matches("name ~ \"sl?ep\\\"", r));
+  EXPECT_FALSE(matches("name ~ \"sl?ep\\\\\"", r));  // an escaped backslash is a byte
   // "!x" negates; a pattern starting with a digit is matched whole.
   EXPECT_TRUE(matches("name ~ \"!bash*\"", r));
   EXPECT_FALSE(matches("name ~ \"!sl*\"", r));
@@ -355,6 +366,9 @@ TEST(EventFilter, HostileInputGetsOneLine) {
       error_of("name == \"" + std::string(64, 'x') + "\"").find("string of 64 bytes: at most 63"),
       std::string::npos);
   EXPECT_EQ(error_of("name == \"" + std::string(63, 'x') + "\""), "");
+  EXPECT_NE(error_of("name ~ \"[a][b][c][d][e]*\"").find("too many [classes]: at most 4"),
+            std::string::npos);
+  EXPECT_NE(error_of("name ~ \"a?\x01\"").find("a control byte in a glob"), std::string::npos);
 }
 
 }  // namespace
