@@ -98,7 +98,7 @@ same_count() {
 
 # Numbers: a compare, a mask, signed and hex constants; strings: ==, "x*".
 same_count stat kmem:kmem_cache_alloc 'bytes_alloc >= 4096 && comm == "smtf-keep"' 3000
-same_count stat kmem:kmem_cache_alloc '(gfp_flags & 0x400) && comm ~ "smtf-k*" && node > -2' 3000
+same_count stat kmem:kmem_cache_alloc '(gfp_flags & 0x400) && comm ~ "smtf-k*" && node < 0' 3000
 # && binds tighter than ||; "*x*"; !.
 same_count stat kmem:kmem_cache_alloc \
   'comm ~ "*mtf-oth*" || comm == "smtf-keep" && !(bytes_req >= 0x1000)' 2000

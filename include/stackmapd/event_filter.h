@@ -42,6 +42,8 @@ struct smt_filter_run {
 	__u32 plen;
 	__u32 result; /* "*x*" and glob: the match */
 	__u64 states; /* glob: the token counts the bytes so far match */
+	__u64 next;   /* glob: the same after the byte c */
+	__u32 c;
 	char comm[16] __attribute__((aligned(8)));
 };
 
@@ -107,49 +109,63 @@ SMT_LOOP_CB smt_filter_middle_cb(__u32 s, void *ctx)
 }
 
 /* Full globs: the pattern's tokens run as an automaton, one string byte per
- * step; bit k of r->states: the bytes so far match the first k tokens. It
- * accepts what the kernel's backtracking glob_match() accepts. */
-SMT_INLINE __u64 smt_filter_glob_closure(struct smt_filter_run *r, __u64 states)
+ * step, one token per inner step (every loop a bpf_loop: the verifier checks
+ * each body once instead of every combination of token outcomes); bit k of
+ * r->states: the bytes so far match the first k tokens. It accepts what the
+ * kernel's backtracking glob_match() accepts. */
+SMT_LOOP_CB smt_filter_glob_token_cb(__u32 k, void *ctx)
 {
-	for (__u32 k = 0; k < SMT_FILTER_PATTERN_MAX - 1 && k < r->plen; k++)
-		if ((states >> k & 1) && r->pat[k] == SMT_GLOB_STAR)
-			states |= 1ULL << (k + 1); /* * may match nothing */
-	return states;
+	struct smt_filter_run *r = (struct smt_filter_run *)ctx;
+	unsigned char t, c = r->c;
+	__u32 ok;
+
+	if (k >= SMT_FILTER_PATTERN_MAX - 1 || k >= r->plen)
+		return 1;
+	if (!(r->states >> k & 1))
+		return 0;
+	t = r->pat[k];
+	if (t == SMT_GLOB_STAR) {
+		r->next |= 1ULL << k;
+		return 0;
+	}
+	if (t == SMT_GLOB_ANY)
+		ok = 1;
+	else if (t >= SMT_GLOB_CLASS && t < SMT_GLOB_CLASS + SMT_FILTER_MAX_CLASSES)
+		ok = r->f->classes[(__u32)(t - SMT_GLOB_CLASS) % SMT_FILTER_MAX_CLASSES][c >> 3] >>
+			     (c & 7) &
+		     1;
+	else
+		ok = t == c;
+	if (ok)
+		r->next |= 1ULL << (k + 1);
+	return 0;
+}
+
+/* A '*' may match nothing: past it from wherever it is reached. */
+SMT_LOOP_CB smt_filter_glob_star_cb(__u32 k, void *ctx)
+{
+	struct smt_filter_run *r = (struct smt_filter_run *)ctx;
+
+	if (k >= SMT_FILTER_PATTERN_MAX - 1 || k >= r->plen)
+		return 1;
+	if ((r->next >> k & 1) && r->pat[k] == SMT_GLOB_STAR)
+		r->next |= 1ULL << (k + 1);
+	return 0;
 }
 
 SMT_LOOP_CB smt_filter_glob_cb(__u32 i, void *ctx)
 {
 	struct smt_filter_run *r = (struct smt_filter_run *)ctx;
-	unsigned char c, t;
-	__u64 next = 0;
-	__u32 ok;
 
 	if (i > SMT_FILTER_STR_MAX)
 		return smt_filter_done(r, 0);
-	c = r->str[i & SMT_FILTER_STR_MAX];
-	if (!c)
+	r->c = r->str[i & SMT_FILTER_STR_MAX];
+	if (!r->c)
 		return smt_filter_done(r, r->states >> (r->plen & SMT_FILTER_PAT_MASK) & 1);
-	for (__u32 k = 0; k < SMT_FILTER_PATTERN_MAX - 1 && k < r->plen; k++) {
-		if (!(r->states >> k & 1))
-			continue;
-		t = r->pat[k];
-		if (t == SMT_GLOB_STAR) {
-			next |= 1ULL << k;
-			continue;
-		}
-		if (t == SMT_GLOB_ANY)
-			ok = 1;
-		else if (t >= SMT_GLOB_CLASS && t < SMT_GLOB_CLASS + SMT_FILTER_MAX_CLASSES)
-			ok = r->f->classes[(__u32)(t - SMT_GLOB_CLASS) % SMT_FILTER_MAX_CLASSES]
-					  [c >> 3] >>
-				     (c & 7) &
-			     1;
-		else
-			ok = t == c;
-		if (ok)
-			next |= 1ULL << (k + 1);
-	}
-	r->states = smt_filter_glob_closure(r, next);
+	r->next = 0;
+	smt_loop(SMT_FILTER_PATTERN_MAX - 1, smt_filter_glob_token_cb, r);
+	smt_loop(SMT_FILTER_PATTERN_MAX - 1, smt_filter_glob_star_cb, r);
+	r->states = r->next;
 	return r->states ? 0 : smt_filter_done(r, 0);
 }
 
@@ -213,7 +229,9 @@ SMT_INLINE int smt_filter_string(struct smt_filter_run *r, const volatile struct
 	case SMT_FO_GLOB: /* to the string's NUL */
 		if (smt_filter_load(r, addr, len))
 			return 0;
-		r->states = smt_filter_glob_closure(r, 1);
+		r->next = 1;
+		smt_loop(SMT_FILTER_PATTERN_MAX - 1, smt_filter_glob_star_cb, r);
+		r->states = r->next;
 		r->result = 0;
 		smt_loop(SMT_FILTER_STR_MAX + 1, smt_filter_glob_cb, r);
 		return r->result;
