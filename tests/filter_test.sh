@@ -48,8 +48,8 @@ workloads() {
       start_workload sleepy --comm smtf-sleepy sleep 40 2 && go=$wpid
       start_workload sleepx --comm smtf-sleepx sleep 40 2 && go="$go $wpid" ;;
     exec)
-      ln -sf "$WORKLOAD" "$tmp/smtf-exec"
-      ln -sf "$WORKLOAD" "$tmp/smtf-other"
+      ln -sf "$(readlink -f "$WORKLOAD")" "$tmp/smtf-exec"
+      ln -sf "$(readlink -f "$WORKLOAD")" "$tmp/smtf-other"
       start_workload e1 --comm smtf-pre stat 10 "$tmp/smtf-exec" 10 && go=$wpid
       start_workload e2 --comm smtf-pre stat 10 "$tmp/smtf-exec" 10 && go="$go $wpid"
       start_workload e3 --comm smtf-pre stat 10 "$tmp/smtf-other" 10 && go="$go $wpid" ;;
