@@ -30,14 +30,15 @@ round() {
     sleep 0.05
   done
   "$LOOP" --cpu 0 --duration "$SECONDS_EACH" > /dev/null
+  # This stackmapd's programs: the prog_id of its BPF fds.
+  ids=$(grep -h '^prog_id:' /proc/"$sp"/fdinfo/* 2> /dev/null | awk '{print $2}' | sort -u | tr '\n' ' ')
   bpftool -j prog show | /usr/bin/python3 -c '
 import json, sys
-pid = int(sys.argv[1])
+ids = {int(i) for i in sys.argv[1].split()}
 for p in json.load(sys.stdin):
-    if p.get("name", "").startswith("stackmapd_trace") and \
-            any(q.get("pid") == pid for q in p.get("pids", [])) and p.get("run_cnt"):
-        print(f"{sys.argv[2]} {p[\"run_time_ns\"] / p[\"run_cnt\"]:.1f} {p[\"run_cnt\"]}")
-' "$sp" "$label"
+    if p["id"] in ids and p.get("name", "").startswith("stackmapd_trace") and p.get("run_cnt"):
+        print(sys.argv[2], round(p["run_time_ns"] / p["run_cnt"], 1), p["run_cnt"])
+' "$ids" "$label"
   kill -TERM "$sp"
   wait "$sp" || true
 }
