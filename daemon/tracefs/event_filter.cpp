@@ -2,12 +2,11 @@
 #include "daemon/tracefs/event_filter.h"
 
 #include <cctype>
-#include <climits>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include "daemon/sys/error.h"
+#include "daemon/tracefs/filter_numbers.h"
 
 namespace stackmapd {
 
@@ -50,51 +49,6 @@ std::string excerpt(std::string_view expr, size_t column) {
     out += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
   if (from + kWidth < expr.size()) out += "...";
   return out;
-}
-
-// v as a field of `size` bytes holds it (truncated), then widened to 64 bits
-// as the event path widens the field's value.
-uint64_t as_field(uint64_t v, uint32_t size, bool is_signed) {
-  if (size >= 8) return v;
-  const unsigned shift = 64 - 8 * size;
-  v <<= shift;
-  return is_signed ? static_cast<uint64_t>(static_cast<int64_t>(v) >> shift) : v >> shift;
-}
-
-// kstrtoull(s, 0): 0x hex, leading 0 octal, else decimal; every byte a digit.
-std::optional<uint64_t> parse_unsigned(std::string_view s) {
-  unsigned base = 10;
-  if (s.size() > 1 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-    base = 16;
-    s.remove_prefix(2);
-  } else if (s.size() > 1 && s[0] == '0') {
-    base = 8;
-    s.remove_prefix(1);
-  }
-  if (s.empty()) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : s) {
-    const unsigned d = std::isdigit(static_cast<unsigned char>(c)) ? unsigned(c - '0')
-                       : std::isxdigit(static_cast<unsigned char>(c))
-                           ? unsigned(std::tolower(c) - 'a' + 10)
-                           : 99;
-    if (d >= base || v > (UINT64_MAX - d) / base) return std::nullopt;
-    v = v * base + d;
-  }
-  return v;
-}
-
-// kstrtoll(s, 0): an optional '-', then as kstrtoull, within int64_t.
-std::optional<uint64_t> parse_signed(std::string_view s) {
-  const bool negative = !s.empty() && s[0] == '-';
-  const std::optional<uint64_t> v = parse_unsigned(negative ? s.substr(1) : s);
-  if (!v) return std::nullopt;
-  if (negative) {
-    if (*v > uint64_t{1} << 63) return std::nullopt;
-    return uint64_t{0} - *v;
-  }
-  if (*v > uint64_t{INT64_MAX}) return std::nullopt;
-  return v;
 }
 
 class Parser {
