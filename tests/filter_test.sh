@@ -109,7 +109,7 @@ same_count stat kmem:kmem_cache_alloc 'name == "names_cache" && comm ~ "smtf-*"'
 # char[16] fields: ftrace's "*x" compares the bytes before the array's last
 # one, so "*sleepy" matches no short name; a full glob with a class.
 same_count sleep sched:sched_switch 'prev_comm ~ "*sleepy" || prev_comm == "smtf-sleepy" && prev_state & 1' 40
-same_count sleep sched:sched_switch 'next_comm ~ "smtf-sl[a-y]epy" && next_prio > -1' 40
+same_count sleep sched:sched_switch 'prev_comm ~ "smtf-sl[a-y]epy" && prev_prio > -1' 40
 same_count sleep sched:sched_switch 'prev_comm ~ "smtf-sleep?" && prev_comm != "smtf-sleepx"' 40
 # __data_loc strings: "*x" is the string's own end; a glob with ?.
 same_count exec sched:sched_process_exec 'filename ~ "*/smtf-exec" && old_pid > 0' 2
