@@ -148,6 +148,14 @@ static __always_inline __u64 smt_user_stack(void *ctx, struct stack_buf *buf)
 	return SMT_NO_USER_STACK;
 }
 
+/* No --filter (the daemon refuses it with --pinned): settings in a map are
+ * not frozen, so the verifier could not drop an unused filter. */
+static __always_inline int record_filtered_out(void *ctx, const volatile struct smt_config *cfg,
+					       struct stack_buf *buf)
+{
+	return 0;
+}
+
 static __always_inline void find_stack(const volatile struct smt_config *cfg, struct smt_globals *g,
 				       struct smt_batch *b, __u32 epoch, struct stack_buf *buf,
 				       __u32 nr, struct smt_probe *p)
@@ -186,6 +194,7 @@ static __always_inline void current_comm(struct smt_comm *c)
 
 #include "recent_stacks.bpf.h"
 #include "user_stack.bpf.h"
+#include "record_filter.bpf.h"
 #endif
 
 #endif /* STACKMAPD_BPFLOADER_COMPAT_BPF_H */

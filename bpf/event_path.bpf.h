@@ -238,8 +238,9 @@ static __always_inline int filtered_out(const volatile struct smt_config *cfg)
 	return cfg->filter_cpu != SMT_ANY_CPU && bpf_get_smp_processor_id() != cfg->filter_cpu;
 }
 
-/* skip: frames above the traced code (see stackmapd_fentry). */
-static __always_inline int record_stack(void *ctx, __u64 cookie, __u32 skip)
+/* skip: frames above the traced code (see stackmapd_fentry). raw_record:
+ * ctx is a tracepoint's record, which --filter applies to. */
+static __always_inline int record_stack(void *ctx, __u64 cookie, __u32 skip, int raw_record)
 {
 	const volatile struct smt_config *cfg = get_config();
 	struct smt_globals *g = get_globals();
@@ -252,7 +253,8 @@ static __always_inline int record_stack(void *ctx, __u64 cookie, __u32 skip)
 	depth = enter_level(g, &buf, &b, &batch);
 	if (!depth)
 		return 0;
-	record_in(ctx, cfg, g, buf, cookie, skip, b, batch);
+	if (!(raw_record && record_filtered_out(ctx, cfg, buf)))
+		record_in(ctx, cfg, g, buf, cookie, skip, b, batch);
 	leave_level(depth);
 	return 0;
 }

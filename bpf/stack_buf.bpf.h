@@ -17,7 +17,8 @@ struct stack_buf {
 	__u64 ips[SMT_MAX_STRIP_FRAMES + SMT_MAX_DEPTH + 1];
 	__u32 verify_countdown;
 	__u32 reserved;
-	__u64 uips[SMT_MAX_DEPTH]; /* --user-stacks: frames, then the marker */
+	__u64 uips[SMT_MAX_DEPTH];		 /* --user-stacks: frames, then the marker */
+	char filter_str[SMT_FILTER_STR_MAX + 1]; /* --filter: a record's string */
 };
 
 #endif /* STACKMAPD_STACK_BUF_BPF_H */

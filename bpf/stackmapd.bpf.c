@@ -44,12 +44,12 @@
  * kernel overwrites a record's common fields with a pt_regs pointer before
  * BPF sees it): one copy per attached tracepoint, its slot's cookie in the
  * cookies map. bpfloader pins them as prog_stackmapd_tracepoint_stackmapd_N. */
-#define SMT_TRACEPOINT_SLOT(n)                             \
-	SMT_LOADER_PROG(stackmapd_tp##n);                  \
-	SEC("tracepoint/stackmapd_" #n)                    \
-	int stackmapd_tp##n(void *ctx)                     \
-	{                                                  \
-		return record_stack(ctx, cookie_at(n), 0); \
+#define SMT_TRACEPOINT_SLOT(n)                                \
+	SMT_LOADER_PROG(stackmapd_tp##n);                     \
+	SEC("tracepoint/stackmapd_" #n)                       \
+	int stackmapd_tp##n(void *ctx)                        \
+	{                                                     \
+		return record_stack(ctx, cookie_at(n), 0, 1); \
 	}
 SMT_TRACEPOINT_SLOT(0)
 SMT_TRACEPOINT_SLOT(1)
@@ -64,7 +64,7 @@ _Static_assert(SMT_LOADER_TRACEPOINTS == 8, "one SMT_TRACEPOINT_SLOT each");
 SEC("tracepoint")
 int stackmapd_tracepoint(void *ctx)
 {
-	return record_stack(ctx, bpf_get_attach_cookie(ctx), 0);
+	return record_stack(ctx, bpf_get_attach_cookie(ctx), 0, 1);
 }
 #endif
 
@@ -72,7 +72,7 @@ int stackmapd_tracepoint(void *ctx)
 SMT_SEC("perf_event/stackmapd", "perf_event")
 int stackmapd_profile(void *ctx)
 {
-	return record_stack(ctx, (__u32)SMT_PROFILE_COOKIE(ctx), 0);
+	return record_stack(ctx, (__u32)SMT_PROFILE_COOKIE(ctx), 0, 0);
 }
 
 #ifndef SMT_BPFLOADER
@@ -85,7 +85,7 @@ int stackmapd_profile(void *ctx)
 SEC("fentry")
 int stackmapd_fentry(__u64 *ctx)
 {
-	return record_stack(ctx, get_config()->fentry_source, SMT_FENTRY_SKIP);
+	return record_stack(ctx, get_config()->fentry_source, SMT_FENTRY_SKIP, 0);
 }
 
 #include "offcpu.bpf.h"

@@ -89,7 +89,7 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt, Recording* 
     spdlog::warn(
         "--bits does not apply to the tracefs backend: the kernel's table size is set "
         "with ftrace_stackmap.bits= on its command line");
-  return trace_tracefs(opt.session.events, opt.duration_s, opt.drain_interval_ms);
+  return trace_tracefs(opt.session.events, args.filter, opt.duration_s, opt.drain_interval_ms);
 }
 
 // What the session writes at its end, in the registry's order (output_plan.h).
@@ -148,7 +148,8 @@ int run_trace(const TraceArgs& args) {
       !args.profile_hz && args.by.empty() && args.sum.empty() && !args.offcpu &&
       args.output.empty() && !args.duration && args.trace.empty() && args.perfetto.empty() &&
       args.pprof.empty() && args.otlp.empty() && args.folded.empty() && args.svg.empty() &&
-      args.pids.empty() && args.comms.empty() && args.cgroups.empty() && !args.cpu) {
+      args.pids.empty() && args.comms.empty() && args.cgroups.empty() && !args.cpu &&
+      args.filter.empty()) {
     if (auto reply = control_request(args.socket, "top " + std::to_string(*args.top))) {
       std::cout << *reply;
       return 0;

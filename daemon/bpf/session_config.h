@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,14 @@ struct OffcpuConfig {
   uint16_t next_pid_offset = 0;
   uint16_t prev_state_offset = 0;
   bool operator==(const OffcpuConfig&) const = default;
+};
+
+// --filter's program (stackmapd/abi/filter.h), compared byte for byte.
+struct FilterProgram {
+  smt_filter prog{};
+  bool operator==(const FilterProgram& o) const {
+    return std::memcmp(&prog, &o.prog, sizeof(prog)) == 0;
+  }
 };
 
 // --cgroup: a cgroup v2 directory and what the event path compares.
@@ -58,6 +67,10 @@ struct TableConfig {
   uint32_t max_key_pairs = StackStore::kDefaultMaxKeyPairs;
   // --sum: the field each tracepoint's weight comes from (Tracepoint::weight_field).
   std::string sum_field;
+  // --filter: the expression, and its program for every -e tracepoint's record
+  // (one program: the tracepoints must lay its fields out alike).
+  std::string filter;
+  FilterProgram filter_program;
   std::optional<OffcpuConfig> offcpu;
   // Pin the table's maps here and take over a compatible table found there
   // (same ids and counts after a restart). Empty: nothing pinned.

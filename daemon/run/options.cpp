@@ -63,6 +63,10 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
   shown(app.add_option("--sum", o.sum,
                        "Weigh each event by this numeric field of its tracepoint (e.g. "
                        "bytes_alloc); stacks are then ranked by the sum"));
+  shown(app.add_option("--filter", o.filter,
+                       "Only events whose tracepoint record passes this ftrace event filter "
+                       "(events.rst: 'bytes_alloc >= 4096 && gfp_flags & 0x400', "
+                       "'prev_comm ~ \"kworker*\"'), checked before the stack is taken"));
   shown(app.add_flag("--offcpu", o.offcpu,
                      "Record the kernel stack where threads block (sched_switch), weighted by "
                      "the time until they run again, like offcputime"));
@@ -134,6 +138,11 @@ SessionConfig SessionOptions::session_config() const {
         std::to_string(StackStore::kDefaultMaxKeyPairs) + ")");
   s.max_key_pairs = max_keys;
   s.sum_field = sum;
+  s.filter = filter;
+  if (!filter.empty() && !pinned.empty())
+    throw Error(
+        "--filter needs stackmapd's own BPF object (the pinned one has no filter program); "
+        "drop --pinned or --filter");
   s.user_stacks = user_stacks;
   s.user_unwind = user_unwind_tables(user_stacks, user_unwind);
   if (user_stacks && !pinned.empty())
@@ -147,6 +156,10 @@ SessionConfig SessionOptions::session_config() const {
           "run them as two sessions");
     if (!sum.empty())
       throw Error("--offcpu weighs each block by its time off the CPU: drop --sum " + sum);
+    if (!filter.empty())
+      throw Error(
+          "--filter applies to -e tracepoint records; --offcpu has none of its own: drop "
+          "--filter or trace sched:sched_switch with -e");
     s.offcpu = OffcpuConfig{uint64_t{min_block_us.value_or(1)} * 1000, 0, 0};
   } else if (min_block_us) {
     throw Error("--min-block-us applies to --offcpu only: add --offcpu or drop it");

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "daemon/sys/error.h"
+#include "daemon/tracefs/event_filter.h"
 #include "daemon/tracefs/event_format.h"
 
 namespace stackmapd {
@@ -19,6 +20,29 @@ uint16_t offcpu_field(const EventFormat& format, const char* name) {
     throw Error(std::string("--offcpu: sched:sched_switch has no numeric field ") + name +
                 " in this kernel's format file: --offcpu cannot follow threads here");
   return static_cast<uint16_t>(f->offset);
+}
+
+// --filter: one program for every tracepoint of the session, so the event
+// path needs no per-source lookup; tracepoints that lay its fields out
+// differently need sessions of their own.
+void compile_session_filter(SessionConfig& sc, const std::string& events_dir) {
+  if (!sc.functions.empty() || sc.profile_hz)
+    throw Error(
+        "--filter applies to tracepoint records; -f and --profile events have none: "
+        "trace them in a session of their own");
+  for (size_t i = 0; i < sc.events.size(); ++i) {
+    const Tracepoint& tp = sc.events[i];
+    smt_filter prog;
+    try {
+      prog = compile_filter(sc.filter, read_event_format(events_dir, tp));
+    } catch (const Error& e) {
+      throw Error("-e " + tp.str() + " " + e.what());
+    }
+    if (i == 0) sc.filter_program.prog = prog;
+    else if (!same_filter(prog, sc.filter_program.prog))
+      throw Error("--filter: the fields it names lie differently in " + sc.events[0].str() +
+                  " and " + tp.str() + ": trace them in sessions of their own");
+  }
 }
 
 }  // namespace
@@ -52,6 +76,7 @@ void resolve_session_events(SessionConfig& sc, const std::string& events_dir,
       tp.weight_field = SMT_WEIGHT_FIELD(f.offset, f.size, f.is_signed ? 1u : 0u);
     }
   }
+  if (!sc.filter.empty()) compile_session_filter(sc, events_dir);
   if (sc.trace)
     for (Tracepoint& tp : sc.events) tp.raw_len = trace_raw_len(read_event_format(events_dir, tp));
   sc.machinery = machinery_ranges(ksyms ? *ksyms : Kallsyms::load(), sc);

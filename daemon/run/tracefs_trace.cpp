@@ -7,10 +7,10 @@
 
 namespace stackmapd {
 
-Snapshot trace_tracefs(const std::vector<Tracepoint>& events, std::optional<double> duration_s,
-                       int drain_interval_ms) {
+Snapshot trace_tracefs(const std::vector<Tracepoint>& events, const std::string& filter,
+                       std::optional<double> duration_s, int drain_interval_ms) {
   Foreground foreground;  // before the instance exists: a Ctrl-C meanwhile is kept
-  TracefsSession session(events);
+  TracefsSession session(events, "", "stackmapd", filter);
   std::string names;
   for (const auto& tp : events) names += (names.empty() ? "" : ", ") + tp.str();
   spdlog::info("tracing {} through tracefs ({}){}", names, session.dir(),

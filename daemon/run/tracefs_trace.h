@@ -13,10 +13,11 @@
 
 namespace stackmapd {
 
-// Traces `events` until `duration_s` passes or SIGINT/SIGTERM arrives,
+// Traces `events` (those whose records pass `filter`, an ftrace event filter,
+// when it is not empty) until `duration_s` passes or SIGINT/SIGTERM arrives,
 // draining every `drain_interval_ms`, then stops the events, drains what is
 // left and returns the final Snapshot.
-Snapshot trace_tracefs(const std::vector<Tracepoint>& events, std::optional<double> duration_s,
-                       int drain_interval_ms = 100);
+Snapshot trace_tracefs(const std::vector<Tracepoint>& events, const std::string& filter,
+                       std::optional<double> duration_s, int drain_interval_ms = 100);
 
 }  // namespace stackmapd

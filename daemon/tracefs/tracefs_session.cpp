@@ -199,7 +199,7 @@ std::string TracefsSession::find_root() {
 }
 
 TracefsSession::TracefsSession(const std::vector<Tracepoint>& events, std::string root,
-                               std::string instance)
+                               std::string instance, const std::string& filter)
     : events_(events) {
   if (root.empty()) root = find_root();
   if (root.empty())
@@ -228,6 +228,8 @@ TracefsSession::TracefsSession(const std::vector<Tracepoint>& events, std::strin
     write("tracing_on", "0");
     write("options/stackmap", "1");
     write("options/stacktrace", "1");
+    if (!filter.empty())
+      for (const auto& tp : events_) write_filter(tp, filter);
     for (const auto& tp : events_) write("events/" + tp.category + "/" + tp.name + "/enable", "1");
     pipe_fd_ = ::open((dir_ + "/trace_pipe").c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (pipe_fd_ < 0) throw Error("cannot open " + dir_ + "/trace_pipe: " + errno_text(errno));
@@ -254,6 +256,25 @@ void TracefsSession::write(const std::string& rel, std::string_view value) const
                 (err == ENOMEM
                      ? " (not enough memory for the stack map: lower ftrace_stackmap.bits)"
                      : ""));
+}
+
+void TracefsSession::write_filter(const Tracepoint& tp, const std::string& filter) const {
+  const std::string rel = "events/" + tp.category + "/" + tp.name + "/filter";
+  try {
+    write(rel, filter);
+  } catch (const Error&) {
+    // The kernel keeps the expression, a caret line and "parse_error: why".
+    const std::string text = read(rel);
+    const size_t caret_line = text.find('\n') + 1, caret = text.find('^', caret_line);
+    const size_t why = text.find("parse_error: ");
+    const std::string reason = why == std::string::npos
+                                   ? "rejected"
+                                   : text.substr(why + 13, text.find('\n', why) - why - 13);
+    throw Error(
+        "-e " + tp.str() + " --filter: the kernel says: " + reason +
+        (caret == std::string::npos ? "" : " at column " + std::to_string(caret - caret_line + 1)) +
+        ": " + filter);
+  }
 }
 
 std::string TracefsSession::read(const std::string& rel) const {

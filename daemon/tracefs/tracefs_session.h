@@ -90,10 +90,12 @@ Snapshot make_tracefs_snapshot(const FsmbFile& map, const TracefsStat& stat,
 class TracefsSession {
  public:
   // `root` is the tracefs mount (found when empty), `instance` the name of
-  // the instance the session owns. Throws Error naming the fix when tracefs,
-  // the stackmap series or an event is missing, or the instance is in use.
+  // the instance the session owns, `filter` an ftrace event filter written to
+  // each event's filter file (none when empty). Throws Error naming the fix
+  // when tracefs, the stackmap series or an event is missing, the kernel
+  // rejects the filter, or the instance is in use.
   explicit TracefsSession(const std::vector<Tracepoint>& events, std::string root = "",
-                          std::string instance = "stackmapd");
+                          std::string instance = "stackmapd", const std::string& filter = "");
   ~TracefsSession();
   TracefsSession(const TracefsSession&) = delete;
   TracefsSession& operator=(const TracefsSession&) = delete;
@@ -113,6 +115,7 @@ class TracefsSession {
 
  private:
   void write(const std::string& rel, std::string_view value) const;
+  void write_filter(const Tracepoint& tp, const std::string& filter) const;
   std::string read(const std::string& rel) const;
   void teardown() noexcept;
 

@@ -18,6 +18,7 @@
 #endif
 
 #include "stackmapd/abi/table.h"
+#include "stackmapd/abi/filter.h"
 #include "stackmapd/abi/session.h"
 #include "stackmapd/abi/trace.h"
 #include "stackmapd/abi/records.h"

@@ -154,7 +154,7 @@ int main() {
       }
       _exit(0);
     }
-    Snapshot snap = trace_tracefs({{"kmem", "kmem_cache_alloc"}}, 1.5, 50);
+    Snapshot snap = trace_tracefs({{"kmem", "kmem_cache_alloc"}}, "", 1.5, 50);
     kill(child, SIGKILL);
     waitpid(child, nullptr, 0);
     check(!snap.stacks.empty() && snap.stats.get(SMC_HITS) > 0 && snap.stats.bad_records == 0,

@@ -73,6 +73,7 @@ struct smt_config {
 	__u32 user_unwind;	/* --user-stacks walks unwind tables (x86_64), not frame pointers */
 	__u32 follow_command;	/* -- CMD: only the processes in the tracked map */
 	__u32 reserved;
+	struct smt_filter filter; /* --filter, on tracepoint records; nr 0 = every event */
 	__u32 filter_tgid[SMT_MAX_PIDS];
 	__u64 filter_comm[SMT_MAX_COMMS][2];
 	struct smt_cgroup_filter filter_cgroup[SMT_MAX_CGROUPS];
@@ -131,8 +132,9 @@ struct smt_offcpu_start {
 
 SMT_STATIC_ASSERT(sizeof(struct smt_offcpu_start) == 48, "offcpu layout");
 SMT_STATIC_ASSERT(sizeof(struct smt_cgroup_filter) == 16, "cgroup filter layout");
-SMT_STATIC_ASSERT(sizeof(struct smt_config) == 80 + 4 * SMT_MAX_PIDS + 16 * SMT_MAX_COMMS +
-						       16 * SMT_MAX_CGROUPS + 16 * SMT_MAX_STRIP,
+SMT_STATIC_ASSERT(sizeof(struct smt_config) == 80 + sizeof(struct smt_filter) + 4 * SMT_MAX_PIDS +
+						       16 * SMT_MAX_COMMS + 16 * SMT_MAX_CGROUPS +
+						       16 * SMT_MAX_STRIP,
 		  "config layout");
 
 #endif /* STACKMAPD_ABI_SESSION_H */

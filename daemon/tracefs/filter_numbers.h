@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: GPL-2.0
+// The numbers of an ftrace event filter (daemon/tracefs/event_filter.h), read
+// as the kernel reads them, and the constant a field is compared with.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace stackmapd {
+
+// v as a field of `size` bytes holds it (truncated), then widened to 64 bits
+// as the event path widens the field's value.
+uint64_t as_field(uint64_t v, uint32_t size, bool is_signed);
+
+// kstrtoull(s, 0): 0x hex, leading 0 octal, else decimal; every byte a digit.
+std::optional<uint64_t> parse_unsigned(std::string_view s);
+
+// kstrtoll(s, 0): an optional '-', then as kstrtoull, within int64_t.
+std::optional<uint64_t> parse_signed(std::string_view s);
+
+}  // namespace stackmapd
