@@ -72,6 +72,16 @@ expect_error() {  # expect_error PROBLEM_TEXT COMMAND ARGS...
   fi
 }
 
+# wait_tracing ERR_FILE WHAT: until stackmapd's log ERR_FILE says it is
+# tracing (30 s at most); a failure names WHAT and the log.
+wait_tracing() {
+  for _ in $(seq 600); do
+    grep -q "tracing " "$1" 2> /dev/null && return 0
+    sleep 0.05
+  done
+  fail "stackmapd $2 never said it was tracing: $(cat "$1")"
+}
+
 http_code() { curl -s -o /dev/null --max-time 10 -w '%{http_code}' "$@"; }
 # wait_http PID URL: until the daemon PID serves URL/metrics (10 s at most) or exits.
 wait_http() {

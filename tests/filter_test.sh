@@ -72,11 +72,7 @@ same_count() {
   "$BIN" -e "$2" --filter "$filter" --duration 60 --output "$out" 2> "$out.err" &
   sp=$!
   track $sp
-  for _ in $(seq 600); do
-    grep -q "tracing " "$out.err" 2> /dev/null && break
-    sleep 0.05
-  done
-  grep -q "tracing " "$out.err" || fail "stackmapd --filter '$filter' never said it was tracing: $(cat "$out.err")"
+  wait_tracing "$out.err" "--filter '$filter'"
   for p in $go; do kill -USR1 "$p"; done
   for p in $go; do wait "$p"; done
   kill -TERM $sp 2> /dev/null

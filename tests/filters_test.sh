@@ -69,11 +69,7 @@ record() {
   "$BIN" "$@" --duration 30 --output "$out" 2> "$out.err" &
   local sp=$!
   track $sp
-  for _ in $(seq 600); do
-    grep -q "tracing " "$out.err" 2> /dev/null && break
-    sleep 0.05
-  done
-  grep -q "tracing " "$out.err" || fail "stackmapd $* never said it was tracing: $(cat "$out.err")"
+  wait_tracing "$out.err" "$*"
   for p in $go; do kill -USR1 "$p"; done
   for p in $go; do wait "$p"; done
   kill -TERM $sp 2> /dev/null

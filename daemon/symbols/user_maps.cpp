@@ -93,20 +93,24 @@ std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& pr
   return m;
 }
 
-const CodeRange* ProcessMaps::find_other_code(uint64_t addr) const {
-  auto it = std::upper_bound(other_code_.begin(), other_code_.end(), addr,
-                             [](uint64_t a, const CodeRange& r) { return a < r.start; });
-  if (it == other_code_.begin()) return nullptr;
+namespace {
+
+// The range of `ranges` (sorted by start) that holds addr, or nullptr.
+template <typename Range>
+const Range* holding(const std::vector<Range>& ranges, uint64_t addr) {
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), addr,
+                             [](uint64_t a, const Range& r) { return a < r.start; });
+  if (it == ranges.begin()) return nullptr;
   --it;
   return addr < it->end ? &*it : nullptr;
 }
 
-const MappedFile* ProcessMaps::find(uint64_t addr) const {
-  auto it = std::upper_bound(files_.begin(), files_.end(), addr,
-                             [](uint64_t a, const MappedFile& f) { return a < f.start; });
-  if (it == files_.begin()) return nullptr;
-  --it;
-  return addr < it->end ? &*it : nullptr;
+}  // namespace
+
+const CodeRange* ProcessMaps::find_other_code(uint64_t addr) const {
+  return holding(other_code_, addr);
 }
+
+const MappedFile* ProcessMaps::find(uint64_t addr) const { return holding(files_, addr); }
 
 }  // namespace stackmapd
