@@ -305,7 +305,7 @@ for opt in "--top 3" "--folded $tmp/r.folded" "--svg $tmp/r.svg" "--pprof $tmp/r
   check "${opt/$tmp\//}: exits 0, no stack_map text on stdout ($(grep -c "^stack_id " "$tmp/rule.out") lines)" \
     '[ $rc -eq 0 ] && ! grep -q "^stack_id " "$tmp/rule.out"'
 done
-check "--folded -: stdout is the folded stacks alone" \
+check "--folded -: stdout is the folded stacks alone ($(wc -l < "$tmp/rule.out") lines; first other: $(grep -m1 -vE "^[^ ;]+(;[^ ;]+)* [0-9]+\$" "$tmp/rule.out" | head -c 300))" \
   '[ -s "$tmp/rule.out" ] && [ "$(grep -cvE "^[^ ;]+(;[^ ;]+)* [0-9]+\$" "$tmp/rule.out")" -eq 0 ]'
 
 # Offline symbolization: what the export records lets a kallsyms from another

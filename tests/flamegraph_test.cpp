@@ -76,8 +76,9 @@ TEST(FlameGraph, FoldedKeepsFormatForAnyName) {
   const std::vector<SymbolizedStack> stacks = {
       {4, {"leaf with space", "a;b", "tab\there"}},
       {3, {}},
+      {2, {"leaf", ""}},  // a thread that named itself ""
   };
-  EXPECT_EQ(format_folded(stacks), "[unknown] 3\ntab_here;a:b;leaf_with_space 4\n");
+  EXPECT_EQ(format_folded(stacks), "[unknown] 3\n_;leaf 2\ntab_here;a:b;leaf_with_space 4\n");
 }
 
 TEST(FlameGraph, SymbolizeStacksNamesModulesAndAddresses) {

@@ -24,6 +24,8 @@ std::vector<const std::string*> root_first(const SymbolizedStack& s) {
 }
 
 std::string folded_frame(const std::string& frame) {
+  // An empty name (a thread may name itself "") would leave an empty field.
+  if (frame.empty()) return "_";
   std::string out = utf8_text(frame);
   for (char& c : out) {
     if (c == ';') c = ':';
