@@ -85,7 +85,7 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 				     struct smt_globals *g, struct stack_buf *buf, __u64 cookie,
 				     __u32 skip, struct smt_batch *b, __u32 batch)
 {
-	__u32 state, epoch, name;
+	__u32 state, epoch, name, in_user_mode;
 	struct event_facts f = {};
 	struct smt_event_record e;
 	enum smt_counter outcome;
@@ -107,12 +107,14 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 	if (cfg->user_stacks && !(state & SMT_STATE_RESETTING)) {
 		capture_user(ctx, cfg, g, buf, &f);
 		e.user_stack_id = f.user_stack_id;
-		/* A sample taken in user mode: its user stack is the whole
-		 * stack (abi.h, SMT_NO_KERNEL_STACK). */
-		if (outcome == SMC_DROP_NO_KERNEL_STACK && !f.no_user_stack) {
-			outcome = SMC_HITS;
-			e.stack_id = SMT_NO_KERNEL_STACK;
-		}
+	}
+	/* A sample taken in user mode: an empty kernel stack (abi.h,
+	 * SMT_NO_KERNEL_STACK), its user stack the rest when there is one. A
+	 * hit, and counted apart as taken in user mode. */
+	in_user_mode = outcome == SMC_DROP_NO_KERNEL_STACK;
+	if (in_user_mode) {
+		outcome = SMC_HITS;
+		e.stack_id = SMT_NO_KERNEL_STACK;
 	}
 
 	batch_write_begin(b);
@@ -122,6 +124,8 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 	outcome =
 		deliver(cfg, b, batch, &e, buf, &p, outcome, cnt, ctx, SMT_COOKIE_RAW_LEN(cookie));
 	count(cnt, outcome);
+	if (in_user_mode)
+		count(cnt, SMC_DROP_NO_KERNEL_STACK);
 	if (outcome == SMC_HITS && p.status == SMT_INSERTED)
 		count(cnt, SMC_INSERTS);
 	batch_write_end(b);

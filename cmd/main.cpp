@@ -203,18 +203,17 @@ int run_trace(const TraceArgs& args) {
     spdlog::error("{} not written: {}", what, e.what());
     failed = true;
   });
-  // --top's own total and stacks, the events listed under a stack; the rest
-  // were taken in user mode (no kernel stack to list) or dropped.
+  // --top's own total and stacks, the events listed under a stack (those
+  // taken in user mode among them); the rest were dropped.
   const TableStats& st = snap.stats;
   uint64_t listed = 0;
   for (const Callstack& c : callstacks(snap)) listed += c.count;
   const uint64_t unlisted = st.events() - std::min(listed, st.events());
   spdlog::info("{} events, {} unique stacks{}, {} dropped{}{}", listed, callstacks(snap).size(),
-               st.user_mode() ? ", " + std::to_string(st.user_mode()) +
-                                    " samples in user mode (no kernel stack)"
+               st.user_mode() ? " (" + std::to_string(st.user_mode()) +
+                                    " events sampled in user mode: no kernel frames)"
                               : "",
-               unlisted - std::min(st.user_mode(), unlisted),
-               st.pool_full() ? " (element pool full: raise --bits)" : "",
+               unlisted, st.pool_full() ? " (element pool full: raise --bits)" : "",
                st.get(SMC_DROP_RINGBUF_FULL) ? " (ring buffer full: raise --ringbuf-kb)" : "");
   if (st.verify_mismatch)
     throw Error("--verify found " + std::to_string(st.verify_mismatch) +

@@ -42,10 +42,9 @@ struct TableStats {
   uint64_t user_stacks_dropped = 0;
 
   uint64_t get(smt_counter c) const { return counters[c]; }
-  // --profile samples taken in user mode, without --user-stacks (or with no
-  // user stack readable): no stack to count, yet nothing went wrong. The BPF
-  // side counts them as an outcome of their own beside the drops
-  // (SMC_DROP_NO_KERNEL_STACK); they are no drop.
+  // --profile samples taken in user mode: hits under the empty kernel stack
+  // SMT_NO_KERNEL_STACK, counted apart too (SMC_DROP_NO_KERNEL_STACK, a
+  // counter among the drops by its place in the ABI, yet no drop).
   uint64_t user_mode() const { return get(SMC_DROP_NO_KERNEL_STACK); }
   // Events lost, or whose stack the table could not take (sent whole instead).
   uint64_t drops() const {
@@ -57,8 +56,8 @@ struct TableStats {
   // frames were sent whole instead (a busy slot's stack then counts under
   // its table id, the rest in the overflow store).
   uint64_t counted() const { return get(SMC_HITS) + get(SMC_SENT_WHOLE); }
-  // Every event of this epoch ends in a hit, a user-mode sample or exactly one named drop.
-  uint64_t events() const { return get(SMC_HITS) + drops() + user_mode(); }
+  // Every event of this epoch ends in a hit or exactly one named drop.
+  uint64_t events() const { return get(SMC_HITS) + drops(); }
   bool pool_full() const { return entries >= pool_size; }
   // The RFC's hit_rate: hits * 100 / (hits + drops), a stack's first insert counted as a hit.
   // None without hits or drops, where the RFC prints no hit_rate line.

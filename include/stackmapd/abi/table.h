@@ -78,7 +78,7 @@ enum smt_counter {
 	SMC_DROP_PROBE_LIMIT,	  /* SMT_MAX_PROBES slots visited without a match */
 	SMC_DROP_BUSY,		  /* matching slot still being written by another CPU */
 	SMC_DROP_STACK_ERROR,	  /* bpf_get_stack() failed */
-	SMC_DROP_NO_KERNEL_STACK, /* no kernel frames, no user stack (SMT_NO_KERNEL_STACK) */
+	SMC_DROP_NO_KERNEL_STACK, /* taken in user mode: also a hit (SMT_NO_KERNEL_STACK), no drop */
 	SMC_DROP_RINGBUF_FULL,	  /* no room for the id record: consumer too slow */
 	SMC_DROP_RESETTING,	  /* arrived while the table was being reset */
 	SMC_DROP_NESTED,	  /* programs nested deeper than SMT_MAX_NEST on one CPU */
