@@ -129,6 +129,8 @@ check "unsymbolized decode: pprof -top shows its addresses, $nodes nodes (not on
   '[ "$nodes" -gt 1 ] && grep -qE " 0xffff[0-9a-f]+\$" "$tmp/alone.top"'
 
 # --- 3. --profile HZ and --sum -------------------------------------------------
+# A shell spinning in user mode meanwhile: samples without kernel frames.
+timeout 4 sh -c 'while :; do :; done' &
 session prof --profile 99
 # duration_nanos is the time recorded: not the loading before nor the symbolizing after.
 duration=$(zcat "$tmp/prof.pb.gz" | protoc --decode=perftools.profiles.Profile -I "$PROTO_DIR" \
@@ -141,6 +143,10 @@ check "--profile 99: samples/count and cpu/nanoseconds, period 10101010 ns" \
   'grep -q "^samples/count cpu/nanoseconds" "$tmp/prof.raw" && grep -qE "^Period: 10101010\$" "$tmp/prof.raw"'
 check "--profile 99: samples add up to the hits ($ptotal), cpu time to hits x period" \
   '[ "$ptotal" -gt 0 ] && [ "$(raw_total "$tmp/prof.pb.gz")" -eq "$ptotal" ] && [ "$(raw_total "$tmp/prof.pb.gz" 1)" -eq $((ptotal * 10101010)) ]'
+user_mode=$(stat_of drop_no_kernel_stack "$tmp/prof/stack_map_stat")
+unknown=$("$PPROF" -top -nodefraction=0 -sample_index=samples "$tmp/prof.pb.gz" 2> /dev/null | awk '$NF == "[unknown]" {print $1}')
+check "--profile 99: the $user_mode samples taken in user mode are [unknown]'s (${unknown:-none}), not dropped by pprof" \
+  '[ "$user_mode" -gt 0 ] && [ "$unknown" = "$user_mode" ]'
 session sum -e kmem:kmem_cache_alloc --sum bytes_alloc
 bytes=$(j "sum(s['sum'] for s in d['stacks'])" "$tmp/sum/stack_map.json")
 check "--sum bytes_alloc: events/count and bytes_alloc/bytes" \

@@ -160,6 +160,7 @@ class Encoder {
         locations.push_back(location(snap_.frames[c.frames[k]].addr, c.frames[k]));
       for (size_t i = c.kernel_depth; i < c.frames.size(); ++i)
         locations.push_back(user_location(names_.user(c.frames[i]), i > c.kernel_depth));
+      if (locations.empty()) locations.push_back(unknown_location());
       std::map<std::vector<Label>, Values> samples;
       if (snap_.keys_requested && !c.keys.empty()) {
         for (uint32_t key : c.keys) {
@@ -286,6 +287,21 @@ class Encoder {
     return it->second;
   }
 
+  // The frame of a stack without frames (a sample taken in user mode, its
+  // user stack not recorded), named as the folded stacks name it: pprof
+  // drops a sample without locations, and its count with it.
+  uint64_t unknown_location() {
+    if (unknown_location_) return unknown_location_;
+    unknown_location_ = next_location_++;
+    ProtoWriter loc;
+    loc.varint(pb::kLocId, unknown_location_);
+    ProtoWriter line;
+    line.varint(pb::kFunctionId, function("[unknown]", ""));
+    loc.message(pb::kLine, line);
+    locations_out_.message(pb::kLocation, loc);
+    return unknown_location_;
+  }
+
   uint64_t function(const std::string& name, const std::string& file) {
     auto [it, added] = functions_.try_emplace({name, file}, functions_.size() + 1);
     if (added) {
@@ -353,6 +369,7 @@ class Encoder {
   std::unordered_map<uint64_t, uint64_t> locations_;                  // kernel ip -> id
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> user_locations_;  // (mapping, address) -> id
   uint64_t next_location_ = 1;
+  uint64_t unknown_location_ = 0;  // 0: not written yet
   std::map<std::pair<std::string, std::string>, uint64_t> functions_;  // (name, file) -> id
   ProtoWriter locations_out_, functions_out_;
   uint64_t min_ip_ = UINT64_MAX, max_ip_ = 0;
