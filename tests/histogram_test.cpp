@@ -2,11 +2,12 @@
 // --hist's buckets: the function the BPF side keys counts by
 // (stackmapd/hist.h, compiled here as it is there), the daemon's recovery of
 // a count's bucket from its mean, and bpftrace's names for them.
+#include "daemon/model/histogram.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "daemon/model/histogram.h"
 #include "daemon/model/stack_store.h"
 #include "daemon/resolve/resolver.h"
 #include "daemon/sys/error.h"
@@ -103,7 +104,8 @@ TEST(Histogram, ByBucketIsRefused) {
     KeySpec::parse("comm,bucket");
     FAIL() << "--by bucket accepted";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "--by bucket: the buckets come with --hist [FIELD]; drop bucket from --by");
+    EXPECT_STREQ(e.what(),
+                 "--by bucket: the buckets come with --hist [FIELD]; drop bucket from --by");
   }
 }
 
