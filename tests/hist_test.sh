@@ -8,7 +8,8 @@
 #      them per symbolized stack; every bucket's sum lies in the bucket.
 #   2. --offcpu --hist: the buckets add up to the off-CPU count (hits), and
 #      the workload's 20 ms sleeps all fall in [16M, 32M) ns or above.
-#   3. --top prints bpftrace's hist() lines; pprof reads the bucket label.
+#   3. --top prints bpftrace's hist() lines; pprof reads the bucket label, the
+#      same from decode of the JSON export.
 #   4. bad input: one line, a non-zero exit.
 #   hist_test.sh STACKMAPD PYTHON ATTR_WORKLOAD
 set -u
@@ -84,6 +85,11 @@ check "--top's lines are bpftrace's: '[1K, 2K)', count, a 52-column bar" \
 tags=$("$PPROF" -tags "$tmp/a.pb.gz" 2> /dev/null)
 check "pprof reads the bucket label in bytes (-tags: 'bucket' with 1kB, 2kB)" \
   'grep -q "^ *bucket:" <<< "$tags" && grep -qE ": 1kB$" <<< "$tags" && grep -qE ": 2kB$" <<< "$tags"'
+
+"$BIN" decode "$tmp/a/stack_map.json" --pprof "$tmp/d.pb.gz" 2> "$tmp/d.err"
+dtags=$("$PPROF" -tags "$tmp/d.pb.gz" 2> /dev/null)
+check "decode of the JSON export gives pprof the same buckets ($(tail -1 "$tmp/d.err"))" \
+  '[ -n "$dtags" ] && [ "$dtags" = "$tags" ]'
 
 # 2. --offcpu --hist: 10 sleeps of 20 ms.
 cp "$WORKLOAD" "$tmp/smtq_hsleep"
