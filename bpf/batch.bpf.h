@@ -114,11 +114,21 @@ static __always_inline int same_key(const struct smt_event_record *a,
 	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[5] == y[5];
 }
 
-static __always_inline __u32 entry_of(const struct smt_event_record *e)
+static __always_inline __u32 entry_of(const struct smt_event_record *e, __u32 bucket)
 {
-	return ((e->stack_id ^ e->tid * 0x9e3779b1U ^ e->source ^ e->user_stack_id) *
+	return ((e->stack_id ^ e->tid * 0x9e3779b1U ^ e->source ^ e->user_stack_id ^ bucket) *
 		0x85ebca6bU) >>
 	       (32 - SMT_BATCH_BITS);
+}
+
+/* --hist: whether e belongs in the entry's count, of its bucket, and its
+ * weight's sum does not wrap (the daemon takes the bucket of the mean). */
+static __always_inline int same_bucket(const volatile struct smt_config *cfg,
+				       const struct smt_batch_entry *slot,
+				       const struct smt_event_record *e, __u32 bucket)
+{
+	return !cfg->hist ||
+	       (slot->bucket == bucket && slot->event.weight + e->weight >= slot->event.weight);
 }
 
 /* In the batch's write window: counts e in its entry, sending the entry's
@@ -128,10 +138,12 @@ static __always_inline enum smt_counter add_to_batch(const volatile struct smt_c
 						     struct smt_batch *b, __u32 batch,
 						     const struct smt_event_record *e)
 {
-	struct smt_batch_entry *slot = &b->entries[entry_of(e) & (SMT_BATCH_ENTRIES - 1)];
+	__u32 bucket = cfg->hist ? smt_hist_bucket(e->weight) : 0;
+	struct smt_batch_entry *slot = &b->entries[entry_of(e, bucket) & (SMT_BATCH_ENTRIES - 1)];
 	struct smt_count_record *rec;
 
-	if (slot->count && same_key(&slot->event, e) && slot->count != 0xffffffffU) {
+	if (slot->count && same_key(&slot->event, e) && slot->count != 0xffffffffU &&
+	    same_bucket(cfg, slot, e, bucket)) {
 		slot->count++;
 		slot->event.weight += e->weight;
 		return SMC_HITS;
@@ -148,6 +160,7 @@ static __always_inline enum smt_counter add_to_batch(const volatile struct smt_c
 	}
 	slot->event = *e;
 	slot->count = 1;
+	slot->bucket = bucket;
 	return SMC_HITS;
 }
 

@@ -98,6 +98,7 @@ static __always_inline struct smt_globals *get_globals(void)
 #endif
 
 #include "stackmapd/stack_table.h"
+#include "stackmapd/hist.h"
 
 /*
  * Bounded loops: smt_loop(n, cb, ctx) calls cb(i, ctx) for i in [0, n) until

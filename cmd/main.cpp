@@ -76,10 +76,11 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt, Recording* 
   }
   if (!tracefs) return trace(opt, recording);
   if (!args.functions.empty() || args.profile_hz || !args.trace.empty() || !args.perfetto.empty() ||
-      args.verify || !args.by.empty() || !args.sum.empty() || args.offcpu || !args.pids.empty() ||
-      !args.comms.empty() || !args.cgroups.empty() || args.cpu)
+      args.verify || !args.by.empty() || !args.sum.empty() || args.hist || args.offcpu ||
+      !args.pids.empty() || !args.comms.empty() || !args.cgroups.empty() || args.cpu)
     throw Error(
-        "-f, --profile, --trace, --perfetto, --verify, --by, --sum, --offcpu, --pid, --comm, "
+        "-f, --profile, --trace, --perfetto, --verify, --by, --sum, --hist, --offcpu, --pid, "
+        "--comm, "
         "--cgroup and --cpu need the BPF backend: drop them for --backend tracefs");
   if (args.command)
     throw Error(
@@ -145,7 +146,7 @@ int run_trace(const TraceArgs& args) {
   check_command(args);
   // `--top N` alone asks the running daemon, like `stackmapd ctl top N`.
   if (args.top && !args.command && args.events.empty() && args.functions.empty() &&
-      !args.profile_hz && args.by.empty() && args.sum.empty() && !args.offcpu &&
+      !args.profile_hz && args.by.empty() && args.sum.empty() && !args.hist && !args.offcpu &&
       args.output.empty() && !args.duration && args.trace.empty() && args.perfetto.empty() &&
       args.pprof.empty() && args.otlp.empty() && args.folded.empty() && args.svg.empty() &&
       args.pids.empty() && args.comms.empty() && args.cgroups.empty() && !args.cpu &&

@@ -184,26 +184,36 @@ TEST(EventFormat, TraceRawLenEndsAtTheLastFieldOrTakesTheMaxForDynamicData) {
 }
 
 TEST(EventFormat, WeightFieldNamesTheFieldsThereAre) {
+  EventFormat kmalloc = parsed("kmalloc");
+  kmalloc.system = "kmem";
+  EXPECT_EQ(error_of([&] { weight_field(kmalloc, "size", "--hist "); }),
+            "--hist size: kmem:kmalloc has no field 'size': numeric fields are call_site, "
+            "bytes_req, bytes_alloc, gfp_flags, node");
   EventFormat kfree = parsed("kfree");
   kfree.system = "kmem";
-  EXPECT_EQ(error_of([&] { weight_field(kfree, "bytes_alloc"); }),
-            "kmem:kfree has no field 'bytes_alloc': its fields are call_site, ptr");
+  EXPECT_EQ(
+      error_of([&] { weight_field(kfree, "bytes_alloc"); }),
+      "--sum bytes_alloc: kmem:kfree has no field 'bytes_alloc': numeric fields are call_site");
   // A pointer is an 8-byte integer in the record, but no quantity.
   EXPECT_EQ(error_of([&] { weight_field(kfree, "ptr"); }),
-            "kmem:kfree field 'ptr' is const void *, not a number: numeric fields are call_site");
+            "--sum ptr: kmem:kfree field 'ptr' is const void *, not a number: numeric fields are "
+            "call_site");
   EventFormat sw = parsed("sched_switch");
   sw.system = "sched";
-  EXPECT_EQ(error_of([&] { weight_field(sw, "prev_comm"); }),
-            "sched:sched_switch field 'prev_comm' is char[16], not a number: numeric fields are "
-            "prev_pid, prev_prio, prev_state, next_pid, next_prio");
+  EXPECT_EQ(
+      error_of([&] { weight_field(sw, "prev_comm"); }),
+      "--sum prev_comm: sched:sched_switch field 'prev_comm' is char[16], not a number: numeric "
+      "fields are "
+      "prev_pid, prev_prio, prev_state, next_pid, next_prio");
   EventFormat bare = parse_event_format(kHeader);
   EXPECT_EQ(error_of([&] { weight_field(bare, "x"); }),
-            "e has no field 'x': it has no fields of its own");
+            "--sum x: e has no field 'x': it has no fields of its own");
   EventFormat print = parsed("print");
   print.system = "ftrace";
   print.fields.erase(print.fields.begin());  // buf alone
-  EXPECT_EQ(error_of([&] { weight_field(print, "buf"); }),
-            "ftrace:print field 'buf' is char[], not a number: it has no numeric fields");
+  EXPECT_EQ(
+      error_of([&] { weight_field(print, "buf"); }),
+      "--sum buf: ftrace:print field 'buf' is char[], not a number: it has no numeric fields");
   const EventField b = weight_field(parsed("kmem_cache_alloc"), "bytes_alloc");
   EXPECT_EQ(b.name, "bytes_alloc");
   EXPECT_EQ(b.offset, 40u);

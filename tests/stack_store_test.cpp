@@ -164,6 +164,7 @@ TEST(StackStore, ResolvesEveryField) {
   StackStore s(8, KeySpec::parse("pid,tid,comm,cgroup,unit,source,cpu"));
   EventKey k{1,
              2,
+             0,  // --hist's bucket
              s.strings().intern("sshd"),
              s.strings().intern("/system.slice/ssh.service"),
              s.strings().intern("ssh.service"),

@@ -66,6 +66,7 @@ smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_byt
   s.user_stacks = c.user_stacks;
   s.user_unwind = c.user_unwind;
   s.follow_command = c.follow_command;
+  s.hist = c.keys.has(KeyField::bucket);
   s.filter = c.filter_program.prog;
   return s;
 }

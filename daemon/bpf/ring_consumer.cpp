@@ -63,7 +63,7 @@ bool RingConsumer::count_event(const smt_event_record& e, uint64_t n) {
     ++stale_records_;
     return false;
   }
-  const EventKey key = resolver_.key_of(e);
+  const EventKey key = resolver_.key_of(e, n);
   if (!store_.count(e.stack_id, key, e.weight, n)) {
     // First sight of this id: the table published it before the id was
     // submitted, so its frames are there to copy, once.
@@ -133,11 +133,12 @@ void RingConsumer::on_stack(const smt_stack_record& r) {
     }
     const uint32_t id = table_.table_size() + static_cast<uint32_t>(overflow_ids_.size());
     it = overflow_ids_.emplace(frames, id).first;
-    store_.insert(id, std::move(frames), resolver_.key_of(r.counts.event), r.counts.event.weight,
-                  r.counts.count);
+    store_.insert(id, std::move(frames), resolver_.key_of(r.counts.event, r.counts.count),
+                  r.counts.event.weight, r.counts.count);
     return;
   }
-  store_.count(it->second, resolver_.key_of(r.counts.event), r.counts.event.weight, r.counts.count);
+  store_.count(it->second, resolver_.key_of(r.counts.event, r.counts.count), r.counts.event.weight,
+               r.counts.count);
 }
 
 int RingConsumer::on_record(void* ctx, void* data, size_t size) {
@@ -196,7 +197,8 @@ std::vector<PendingCount> RingConsumer::pending(const std::vector<smt_batch>& ba
   for (const smt_batch& b : batches)
     for (const smt_batch_entry& e : b.entries)
       if (e.count && e.event.epoch == epoch_)
-        out.push_back({e.event.stack_id, resolver_.key_of(e.event), e.event.weight, e.count});
+        out.push_back(
+            {e.event.stack_id, resolver_.key_of(e.event, e.count), e.event.weight, e.count});
   return out;
 }
 

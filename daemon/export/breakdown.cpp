@@ -2,12 +2,15 @@
 #include "daemon/export/breakdown.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 
 #include "daemon/export/exports.h"
 #include "daemon/export/utf8_text.h"
+#include "daemon/model/histogram.h"
 #include "daemon/model/user_stack.h"
 #include "stackmapd/abi.h"
+#include "stackmapd/hist.h"
 
 namespace stackmapd {
 
@@ -51,6 +54,63 @@ void append_user_frames(const Snapshot& snap, const FrameNames& names, const Cal
   }
   if (it->second.truncated)
     out += "    [truncated: the unwinder stopped here (no frame pointers?)]\n";
+}
+
+// bpftrace's hist() lines (src/output/text.cpp): the interval in 16
+// columns, the count in 8, a bar of up to 52 @s; every bucket from the
+// lowest to the highest counted one.
+std::string hist_lines(const std::array<uint64_t, SMT_HIST_BUCKETS>& counts) {
+  size_t lo = 0, hi = counts.size();
+  while (lo < hi && !counts[lo]) ++lo;
+  while (hi > lo && !counts[hi - 1]) --hi;
+  const uint64_t max = lo < hi ? *std::max_element(counts.begin() + lo, counts.begin() + hi) : 0;
+  std::string out;
+  for (size_t b = lo; b < hi; ++b) {
+    constexpr int kBar = 52;
+    const int bar =
+        static_cast<int>(static_cast<float>(counts[b]) / static_cast<float>(max) * kBar);
+    char line[128];
+    snprintf(line, sizeof(line), "    %-16s%8llu |%-52s|\n", hist_range(b).c_str(),
+             static_cast<unsigned long long>(counts[b]), std::string(bar, '@').c_str());
+    out += line;
+  }
+  return out;
+}
+
+// --hist: one histogram per key of the stack (the key without its bucket),
+// the most frequent keys first.
+void append_hists(const Snapshot& snap, const Callstack& c, size_t max_keys, std::string& out) {
+  KeySpec rest = snap.keys;
+  std::erase(rest.fields, KeyField::bucket);
+  struct Hist {
+    std::string label;
+    uint64_t count = 0;
+    std::array<uint64_t, SMT_HIST_BUCKETS> counts{};
+  };
+  std::vector<Hist> hists;
+  for (uint32_t k : c.keys) {
+    const KeyCount& key = snap.stacks[c.stack].by[k];
+    std::string label = key.other ? "[other]" : key_label(rest, key);
+    auto it =
+        std::find_if(hists.begin(), hists.end(), [&](const Hist& h) { return h.label == label; });
+    if (it == hists.end()) it = hists.insert(hists.end(), Hist{label});
+    it->count += key.count;
+    // `other` has no bucket: its events count under [0] and the label says so.
+    it->counts[key.other ? 0 : std::min<uint32_t>(key.key.bucket, SMT_HIST_BUCKETS - 1)] +=
+        key.count;
+  }
+  std::stable_sort(hists.begin(), hists.end(),
+                   [](const Hist& a, const Hist& b) { return a.count > b.count; });
+  const std::string what = weight_kind(snap.weight_unit) == WeightKind::nanoseconds
+                               ? "ns off the CPU"
+                               : snap.weight_unit;
+  for (size_t h = 0; h < hists.size() && h < max_keys; ++h) {
+    out += "  " + what;
+    if (!hists[h].label.empty()) out += ", " + utf8_text(hists[h].label);
+    out += ":\n" + hist_lines(hists[h].counts);
+  }
+  if (hists.size() > max_keys)
+    out += "  ... " + std::to_string(hists.size() - max_keys) + " more\n";
 }
 
 }  // namespace
@@ -110,6 +170,10 @@ std::string format_top(const Snapshot& snap, size_t n, const FrameNames& names) 
     if (c.stack_id == SMT_NO_KERNEL_STACK) out += "    [no kernel frames: sampled in user mode]\n";
     if (snap.user.enabled) append_user_frames(snap, names, c, out);
     if (c.keys.empty()) continue;
+    if (snap.keys.has(KeyField::bucket)) {
+      append_hists(snap, c, max_keys, out);
+      continue;
+    }
     out += "  by " + snap.keys.str() + ":\n";
     const size_t shown = std::min(c.keys.size(), max_keys);
     std::vector<std::string> labels;

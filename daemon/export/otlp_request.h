@@ -35,6 +35,7 @@ inline const char* attribute_key(KeyField f) {
     case KeyField::unit: return "stackmapd.systemd_unit";
     case KeyField::source: return "stackmapd.source";
     case KeyField::cpu: return "cpu.logical_number";
+    case KeyField::bucket: return "stackmapd.hist_bucket";  // --hist: its log2 bucket (hist.h)
   }
   return "stackmapd.key";
 }

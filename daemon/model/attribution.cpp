@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 
+#include "daemon/model/histogram.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -13,7 +14,7 @@ namespace {
 using Ev = KeyFieldInfo::Event;
 
 // In KeyField's order.
-constexpr std::array<KeyFieldInfo, 7> kFields = {{
+constexpr std::array<KeyFieldInfo, 8> kFields = {{
     {KeyField::pid, "pid", Ev::number, [](const EventKey& k) { return k.pid; },
      [](EventKey& k, uint32_t v) { k.pid = v; }, &KeyValues::pid, nullptr, "pid ", nullptr},
     {KeyField::tid, "tid", Ev::number, [](const EventKey& k) { return k.tid; },
@@ -31,6 +32,9 @@ constexpr std::array<KeyFieldInfo, 7> kFields = {{
     {KeyField::cpu, "cpu", Ev::number, [](const EventKey& k) { return uint32_t{k.cpu}; },
      [](EventKey& k, uint32_t v) { k.cpu = static_cast<uint16_t>(v); }, &KeyValues::cpu, nullptr,
      "cpu ", nullptr},
+    {KeyField::bucket, "bucket", Ev::number, [](const EventKey& k) { return uint32_t{k.bucket}; },
+     [](EventKey& k, uint32_t v) { k.bucket = v & 0xff; }, &KeyValues::bucket, nullptr, "",
+     nullptr},
 }};
 
 constexpr bool in_enum_order() {
@@ -42,7 +46,8 @@ static_assert(in_enum_order());
 
 [[noreturn]] void bad_list(const std::string& problem) {
   std::string names;
-  for (const KeyFieldInfo& f : kFields) names += (names.empty() ? "" : ", ") + std::string(f.name);
+  for (const KeyFieldInfo& f : kFields)
+    if (f.field != KeyField::bucket) names += (names.empty() ? "" : ", ") + std::string(f.name);
   throw Error(problem + ": use a comma list of " + names);
 }
 
@@ -57,6 +62,7 @@ std::string_view trim(std::string_view s) {
 const KeyFieldInfo& key_field(KeyField f) { return kFields[static_cast<size_t>(f)]; }
 
 std::string KeyFieldInfo::frame(const KeyValues& k) const {
+  if (field == KeyField::bucket) return hist_range(k.bucket);
   if (numeric()) return frame_prefix + std::to_string(k.*number);
   const std::string& value = k.*text;
   return value.empty() && empty_frame ? empty_frame : value;
@@ -76,6 +82,8 @@ KeySpec KeySpec::parse(std::string_view list) {
     if (item.empty()) bad_list("empty --by key in '" + std::string(list) + "'");
     auto it = std::find_if(kFields.begin(), kFields.end(),
                            [&](const KeyFieldInfo& f) { return f.name == item; });
+    if (it != kFields.end() && it->field == KeyField::bucket)
+      throw Error("--by bucket: the buckets come with --hist [FIELD]; drop bucket from --by");
     if (it == kFields.end()) bad_list("unknown --by key '" + std::string(item) + "'");
     const KeyField field = it->field;
     if (spec.has(field)) bad_list("--by key '" + std::string(item) + "' given twice");

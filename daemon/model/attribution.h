@@ -17,7 +17,9 @@ namespace stackmapd {
 
 struct EventKey;
 
-enum class KeyField : uint8_t { pid, tid, comm, cgroup, unit, source, cpu };
+// bucket: --hist's log2 bucket (stackmapd/hist.h) of the event's weight, a
+// key only --hist adds (never a --by word).
+enum class KeyField : uint8_t { pid, tid, comm, cgroup, unit, source, cpu, bucket };
 
 // Everything the daemon knows about one key field, in one place: every
 // reader and writer of keys (the store, the exports, decode) goes through
@@ -82,7 +84,12 @@ class StringTable {
 // One event's attribution as the consumer decodes it, strings already
 // interned in the store's StringTable.
 struct EventKey {
-  uint32_t pid = 0, tid = 0, comm = 0, cgroup = 0, unit = 0;
+  uint32_t pid = 0;
+  // A tid is below the kernel's PID_MAX_LIMIT (2^22): 24 bits hold it, the
+  // other 8 --hist's bucket, so a key stays 28 bytes and a pair's slot 48.
+  uint32_t tid : 24 = 0;
+  uint32_t bucket : 8 = 0;
+  uint32_t comm = 0, cgroup = 0, unit = 0;
   uint16_t source = 0, cpu = 0;
   // --user-stacks: the event's user stack id (abi.h), always part of the key
   // then: a stack's keys split it by the user code that reached it.

@@ -17,7 +17,7 @@ uint64_t mix(uint64_t h, uint64_t word) {
 uint64_t hash(const PairKey& k) {
   const EventKey& e = k.key;
   uint64_t h = mix(0, k.stack | uint64_t{e.pid} << 32);
-  h = mix(h, e.tid | uint64_t{e.comm} << 32);
+  h = mix(h, e.tid | uint64_t{e.bucket} << 24 | uint64_t{e.comm} << 32);
   h = mix(h, e.cgroup | uint64_t{e.unit} << 32);
   return mix(h, e.source | uint64_t{e.cpu} << 16 | uint64_t{e.ustack} << 32);
 }

@@ -17,6 +17,7 @@ struct KeyValues {
   uint32_t pid = 0, tid = 0, cpu = 0;
   std::string comm, cgroup, unit, source;
   uint32_t ustack = kNoUserStack;  // --user-stacks: its user-table id (Snapshot::user)
+  uint32_t bucket = 0;             // --hist: the log2 bucket (stackmapd/hist.h)
   bool operator==(const KeyValues&) const = default;
 };
 

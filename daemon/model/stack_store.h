@@ -98,10 +98,15 @@ class StackStore {
     return id < ids ? id : id == SMT_NO_KERNEL_STACK ? ids : UINT32_MAX;
   }
   EventKey masked(const EventKey& k) const {
-    return EventKey{k.pid & mask_.pid,           k.tid & mask_.tid,
-                    k.comm & mask_.comm,         k.cgroup & mask_.cgroup,
-                    k.unit & mask_.unit,         uint16_t(k.source & mask_.source),
-                    uint16_t(k.cpu & mask_.cpu), k.ustack & mask_.ustack};
+    return EventKey{k.pid & mask_.pid,
+                    uint32_t(k.tid & mask_.tid),
+                    uint32_t(k.bucket & mask_.bucket),
+                    k.comm & mask_.comm,
+                    k.cgroup & mask_.cgroup,
+                    k.unit & mask_.unit,
+                    uint16_t(k.source & mask_.source),
+                    uint16_t(k.cpu & mask_.cpu),
+                    k.ustack & mask_.ustack};
   }
   void look_up(const PairKey& k);  // points last_ at k's counts, or its stack's `other`
   KeyValues values(const EventKey& k, const std::vector<std::string>& sources) const;

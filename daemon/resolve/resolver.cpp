@@ -10,7 +10,8 @@ Resolver::Resolver(StringTable& strings, const KeySpec& keys,
       unnamed_(strings.intern("[unnamed]")),
       needs_comm_(keys.has(KeyField::comm)),
       needs_cgroup_(keys.has(KeyField::cgroup)),
-      needs_unit_(keys.has(KeyField::unit)) {
+      needs_unit_(keys.has(KeyField::unit)),
+      hist_(keys.has(KeyField::bucket)) {
   if (needs_cgroup_ || needs_unit_) cgroups_.emplace();
 }
 

@@ -21,6 +21,7 @@
 #include "daemon/resolve/user_stacks.h"
 #include "daemon/symbols/cgroups.h"
 #include "stackmapd/abi.h"
+#include "stackmapd/hist.h"
 
 namespace stackmapd {
 
@@ -31,11 +32,14 @@ class Resolver {
   Resolver(StringTable& strings, const KeySpec& keys,
            std::unique_ptr<UserStackCollector> user_stacks = nullptr);
 
-  // The consumer's hot path.
-  EventKey key_of(const smt_event_record& e) {
+  // The consumer's hot path: the key of n events counted together (their
+  // weight is the sum of theirs).
+  EventKey key_of(const smt_event_record& e, uint64_t n = 1) {
     EventKey k;
     k.pid = e.tgid;
-    k.tid = e.tid;
+    k.tid = e.tid & 0xffffff;
+    // --hist: their bucket, that of their mean (stackmapd/hist.h).
+    if (hist_ && n) k.bucket = smt_hist_bucket(e.weight / n) & 0xff;
     k.source = e.source;
     k.cpu = e.cpu;
     if (user_) {
@@ -80,6 +84,7 @@ class Resolver {
   std::pair<uint32_t, uint32_t> last_name_;  // the last lookup; string id 0: none yet
   // What the store's keys need resolved, asked once: the hot path tests a bool.
   bool needs_comm_, needs_cgroup_, needs_unit_;
+  bool hist_;                           // --hist: keys carry the bucket
   std::optional<CgroupNames> cgroups_;  // only with --by cgroup or unit: it walks cgroupfs
   // cgroup id -> string ids of its path and its systemd unit.
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cgroup_strings_;

@@ -63,6 +63,11 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
   shown(app.add_option("--sum", o.sum,
                        "Weigh each event by this numeric field of its tracepoint (e.g. "
                        "bytes_alloc); stacks are then ranked by the sum"));
+  shown(app.add_option("--hist", o.hist,
+                       "A log2 histogram per stack (and --by key) of this numeric field of its "
+                       "tracepoint, weighed by it as --sum; with --offcpu and no FIELD, of the "
+                       "time blocked")
+            ->expected(0, 1));
   shown(app.add_option("--filter", o.filter,
                        "Only events whose tracepoint record passes this ftrace event filter "
                        "(events.rst: 'bytes_alloc >= 4096 && gfp_flags & 0x400', "
@@ -138,6 +143,20 @@ SessionConfig SessionOptions::session_config() const {
         std::to_string(StackStore::kDefaultMaxKeyPairs) + ")");
   s.max_key_pairs = max_keys;
   s.sum_field = sum;
+  if (hist) {
+    if (!sum.empty())
+      throw Error("--hist " + *hist + " and --sum " + sum +
+                  " conflict: --hist weighs events by the field it counts, as --sum does; drop "
+                  "--sum");
+    if (hist->empty() && !offcpu)
+      throw Error(
+          "--hist needs a numeric FIELD of the -e tracepoints (--hist bytes_alloc), or --offcpu "
+          "for a histogram of the time blocked");
+    if (!hist->empty() && offcpu)
+      throw Error("--offcpu --hist counts the time blocked, not a field: drop " + *hist);
+    s.sum_field = *hist;
+    s.keys.fields.push_back(KeyField::bucket);
+  }
   s.filter = filter;
   if (!filter.empty() && !pinned.empty())
     throw Error(

@@ -33,6 +33,8 @@ struct SessionOptions {
   std::string pinned;  // a loader's pins (Android's bpfloader)
   std::string by;      // --by KEYS
   std::string sum;     // --sum FIELD
+  // --hist [FIELD]: "" for --offcpu's time, unset: no histogram
+  std::optional<std::string> hist;
   std::string filter;  // --filter EXPR
   bool offcpu = false;
   bool user_stacks = false;
@@ -47,7 +49,7 @@ struct SessionOptions {
 
 enum class Command { foreground, daemon };
 
-// Adds -e, --bits, --ringbuf-kb, --verify, --pinned, --by, --sum, --filter, --offcpu,
+// Adds -e, --bits, --ringbuf-kb, --verify, --pinned, --by, --sum, --hist, --filter, --offcpu,
 // --min-block-us, --max-keys, and for the foreground -f, --profile, --pid,
 // --comm, --cgroup, --cpu, bound to `options`; their defaults are what `options` holds now.
 void add_session_options(CLI::App& app, SessionOptions& options, Command command);

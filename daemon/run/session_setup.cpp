@@ -67,12 +67,13 @@ void resolve_session_events(SessionConfig& sc, const std::string& events_dir,
                             const Kallsyms* ksyms) {
   sc.events = resolve_events(sc.events, events_dir);
   if (!sc.sum_field.empty()) {
+    const std::string option = sc.keys.has(KeyField::bucket) ? "--hist " : "--sum ";
     if (!sc.functions.empty() || sc.profile_hz)
-      throw Error("--sum " + sc.sum_field +
+      throw Error(option + sc.sum_field +
                   " weighs tracepoint events by their fields; -f and --profile events have "
                   "none: trace them in a session of their own");
     for (Tracepoint& tp : sc.events) {
-      const EventField f = weight_field(read_event_format(events_dir, tp), sc.sum_field);
+      const EventField f = weight_field(read_event_format(events_dir, tp), sc.sum_field, option);
       tp.weight_field = SMT_WEIGHT_FIELD(f.offset, f.size, f.is_signed ? 1u : 0u);
     }
   }

@@ -247,7 +247,8 @@ std::vector<Tracepoint> resolve_events(const std::vector<Tracepoint>& specs,
   return out;
 }
 
-EventField weight_field(const EventFormat& format, const std::string& field) {
+EventField weight_field(const EventFormat& format, const std::string& field,
+                        const std::string& option) {
   const std::string event = format.system.empty() ? format.name : format.system + ":" + format.name;
   std::vector<const EventField*> all, numeric;
   for (const auto& f : format.fields) {
@@ -255,14 +256,14 @@ EventField weight_field(const EventFormat& format, const std::string& field) {
     if (f.numeric()) numeric.push_back(&f);
   }
   const EventField* f = format.find(field);
+  const std::string numbers =
+      numeric.empty() ? "it has no numeric fields" : "numeric fields are " + join_names(numeric);
   if (!f)
-    throw Error(
-        event + " has no field '" + field + "': " +
-        (all.empty() ? "it has no fields of its own" : "its fields are " + join_names(all)));
+    throw Error(option + field + ": " + event + " has no field '" + field +
+                "': " + (all.empty() ? "it has no fields of its own" : numbers));
   if (!f->numeric())
-    throw Error(event + " field '" + field + "' is " + f->type + ", not a number: " +
-                (numeric.empty() ? "it has no numeric fields"
-                                 : "numeric fields are " + join_names(numeric)));
+    throw Error(option + field + ": " + event + " field '" + field + "' is " + f->type +
+                ", not a number: " + numbers);
   return *f;
 }
 

@@ -62,6 +62,7 @@ std::vector<Tracepoint> resolve_events(const std::vector<Tracepoint>& specs,
 // The numeric field `--sum FIELD` weights events of `format` by. Throws Error
 // naming the event and the fields it has when `field` is missing, or its
 // numeric fields when `field` is not numeric.
-EventField weight_field(const EventFormat& format, const std::string& field);
+EventField weight_field(const EventFormat& format, const std::string& field,
+                        const std::string& option = "--sum ");
 
 }  // namespace stackmapd

@@ -36,7 +36,7 @@ struct smt_cpu_counters {
 struct smt_batch_entry {
 	struct smt_event_record event; /* weight: the sum so far */
 	__u32 count;		       /* events; 0: empty */
-	__u32 reserved;
+	__u32 bucket;		       /* --hist: its events' log2 bucket (hist.h), else 0 */
 };
 
 /* Stacks a batch found lately (struct smt_recent), direct-mapped by their

@@ -72,7 +72,7 @@ struct smt_config {
 	__u32 filter_cgroup_nr; /* --cgroup: how many of filter_cgroup; 0 = every cgroup */
 	__u32 user_unwind;	/* --user-stacks walks unwind tables (x86_64), not frame pointers */
 	__u32 follow_command;	/* -- CMD: only the processes in the tracked map */
-	__u32 reserved;
+	__u32 hist; /* --hist: a batch entry counts events of one log2 bucket of their weight */
 	struct smt_filter filter; /* --filter, on tracepoint records; nr 0 = every event */
 	__u32 filter_tgid[SMT_MAX_PIDS];
 	__u64 filter_comm[SMT_MAX_COMMS][2];
