@@ -33,7 +33,7 @@ source "$(dirname "$0")/check_lib.sh"
 
 # run NAME STACKMAPD_ARGS...: a fresh workload blocked on its go signal,
 # stackmapd on it with --pid (its tables loaded before the first event) until
-# the workload has exited; the workload's output in $tmp/NAME.out, the
+# the workload has made its calls; the workload's output in $tmp/NAME.out, the
 # export in $tmp/NAME/, stackmapd's status in $rc.
 run() {
   local name=$1 wpid spid
@@ -52,10 +52,13 @@ run() {
   pids+=("$spid")
   wait_tracing "$tmp/$name.err" "$name"
   kill -USR1 "$wpid"
-  wait "$wpid"
+  for _ in $(seq 200); do grep -q ticks "$tmp/$name.out" && break; sleep 0.05; done
+  # The session ends while the workload lives: its maps name its frames.
   kill -INT "$spid"
   wait "$spid"
   rc=$?
+  kill -USR1 "$wpid"
+  wait "$wpid"
 }
 
 # summary DIR: "EVENTS" then one line per (user stack's first three function

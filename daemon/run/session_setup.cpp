@@ -30,6 +30,10 @@ void compile_session_filter(SessionConfig& sc, const std::string& events_dir) {
     throw Error(
         "--filter applies to tracepoint records; -f and --profile events have none: "
         "trace them in a session of their own");
+  if (!sc.uprobes.empty())
+    throw Error(
+        "--filter applies to tracepoint records; -u events have none: trace them in a session "
+        "of their own");
   for (size_t i = 0; i < sc.events.size(); ++i) {
     const Tracepoint& tp = sc.events[i];
     smt_filter prog;
@@ -71,6 +75,10 @@ void resolve_session_events(SessionConfig& sc, const std::string& events_dir,
       throw Error("--sum " + sc.sum_field +
                   " weighs tracepoint events by their fields; -f and --profile events have "
                   "none: trace them in a session of their own");
+    if (!sc.uprobes.empty())
+      throw Error("--sum " + sc.sum_field +
+                  " weighs tracepoint events by their fields; -u events have none: trace them "
+                  "in a session of their own");
     for (Tracepoint& tp : sc.events) {
       const EventField f = weight_field(read_event_format(events_dir, tp), sc.sum_field);
       tp.weight_field = SMT_WEIGHT_FIELD(f.offset, f.size, f.is_signed ? 1u : 0u);

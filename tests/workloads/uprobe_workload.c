@@ -13,7 +13,8 @@
  *   A + B rounds of the USDT probe stackmapd_test:tick, reached only while
  *   its semaphore says a tracer is attached (the way DTRACE_PROBE_ENABLED
  *   guards costly arguments);
- * then writes "ticks N": the rounds that saw the semaphore set.
+ * then writes "ticks N": the rounds that saw the semaphore set, and waits
+ * for a second SIGUSR1 to exit.
  */
 #define _GNU_SOURCE
 #define _SDT_HAS_SEMAPHORES 1
@@ -74,5 +75,8 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("ticks %ld\n", ticks);
+	fflush(stdout);
+	/* Alive until told: the tracer reads its maps at the end of the session. */
+	sigwait(&go, &sig);
 	return 0;
 }
