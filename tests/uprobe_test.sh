@@ -8,12 +8,15 @@
 #      comes from the return address (unwind tables, CFA = rsp+8 at entry);
 #   2. the same with --user-unwind fp skips the caller: what the tables are
 #      for, and proof that check 1 can fail;
-#   3. a glob: -u 'PROG:uprobe_call_?' is one source per function, 1 event each;
-#   4. a library by soname through --pid's maps: libc:getppid counts A + B;
-#   5. USDT stackmapd_test:tick, whose sites the workload reaches only while
+#   3. uprobe_target+OFF, past its first instruction: the same counts and stacks;
+#   4. without --pid (a probe for every process): the same count;
+#   5. a glob: -u 'PROG:uprobe_call_?' is one source per function, 1 event
+#      each, and a site that another -u names again is probed once;
+#   6. a library by soname through --pid's maps: libc:getppid counts A + B;
+#   7. USDT stackmapd_test:tick, whose sites the workload reaches only while
 #      its semaphore is set: counted exactly, as many as the workload saw it
 #      set (A + B), and 0 ticks in a run without -u on it;
-#   6. bad input: one line each, non-zero exit.
+#   8. bad input: one line each, non-zero exit.
 #   uprobe_test.sh STACKMAPD UPROBE_WORKLOAD PYTHON
 set -u
 BIN=$1
@@ -110,14 +113,30 @@ fa=$(count_of "$tmp/fp.sum" "uprobe_target<-uprobe_call_a<-main $src")
 check "fp: counts $((A + B)) ($(head -1 "$tmp/fp.sum")) but never shows the caller ($fa)" \
   '[ "$(head -1 "$tmp/fp.sum")" -eq $((A + B)) ] && [ "$fa" -eq 0 ]'
 
-# 3. a glob: one source per function.
-run glob -u "$prog:uprobe_call_?" --pid @PID@ --by source
+# 3. OFF bytes into the function: past its first instruction (a push, so the
+# CFA is rsp+16 there), by objdump's reading of its code.
+off=$(objdump -d --no-show-raw-insn "$WORKLOAD" | awk '/<uprobe_target>:/ {f = 1; next} f && NF {print $1}' |
+  head -2 | tr -d : | { read -r x; read -r y; echo $((0x$y - 0x$x)); })
+run offset -u "$prog:uprobe_target+$off" --pid @PID@ --by source
+summary "$tmp/offset" > "$tmp/offset.sum"
+echo "  $(tr '\n' ';' < "$tmp/offset.sum")"
+osrc=$(printf '%s:uprobe_target+0x%x' "$prog" "$off")
+check "uprobe_target+$off: $((A + B)) events, as $osrc, callers whole" \
+  '[ "$(head -1 "$tmp/offset.sum")" -eq $((A + B)) ] && [ "$(count_of "$tmp/offset.sum" "uprobe_target<-uprobe_call_a<-main $osrc")" -eq $A ] && [ "$(count_of "$tmp/offset.sum" "uprobe_target<-uprobe_call_b<-main $osrc")" -eq $B ]'
+
+# 4. without --pid: attached for every process, the same exact count.
+run nopid -u "$prog:uprobe_target"
+summary "$tmp/nopid" > "$tmp/nopid.sum"
+check "without --pid: exactly $((A + B)) ($(head -1 "$tmp/nopid.sum"))" '[ "$(head -1 "$tmp/nopid.sum")" -eq $((A + B)) ]'
+
+# 5. a glob: one source per function; a site named twice is probed once.
+run glob -u "$prog:uprobe_call_?" -u "$prog:uprobe_call_a" --pid @PID@ --by source
 summary "$tmp/glob" > "$tmp/glob.sum"
 echo "  $(tr '\n' ';' < "$tmp/glob.sum")"
-check "glob uprobe_call_?: 2 events, one each, as two sources" \
+check "glob uprobe_call_? and uprobe_call_a again: 2 events, one each, as two sources" \
   '[ "$(head -1 "$tmp/glob.sum")" -eq 2 ] && [ "$(count_of "$tmp/glob.sum" "uprobe_call_a<-main<-__libc_start_call_main $prog:uprobe_call_a")" -eq 1 ] && [ "$(count_of "$tmp/glob.sum" "uprobe_call_b<-main<-__libc_start_call_main $prog:uprobe_call_b")" -eq 1 ]'
 
-# 4. a library by soname, found in the process's maps.
+# 6. a library by soname, found in the process's maps.
 run lib -u libc:getppid --pid @PID@ --by source
 summary "$tmp/lib" > "$tmp/lib.sum"
 echo "  $(tr '\n' ';' < "$tmp/lib.sum")"
@@ -125,7 +144,7 @@ libc_src=$(grep -o '/[^ ]*libc.so.6:getppid' "$tmp/lib.sum" | head -1)
 check "libc:getppid (as $libc_src): exactly $((A + B)), called from uprobe_target" \
   '[ -n "$libc_src" ] && [ "$(head -1 "$tmp/lib.sum")" -eq $((A + B)) ] && [ "$(count_of "$tmp/lib.sum" "getppid<-uprobe_target<-uprobe_call_a $libc_src")" -eq $A ]'
 
-# 5. USDT with a semaphore.
+# 7. USDT with a semaphore.
 run usdt -u "$prog:usdt:stackmapd_test:tick" --pid @PID@ --by source
 summary "$tmp/usdt" > "$tmp/usdt.sum"
 echo "  $(tr '\n' ';' < "$tmp/usdt.sum")"
@@ -136,7 +155,7 @@ check "USDT stackmapd_test:tick counts exactly $((A + B)) ($(head -1 "$tmp/usdt.
 ticks=$(awk '/^ticks/ {print $2}' "$tmp/lib.out")
 check "without a probe on it the semaphore stays 0 (ticks $ticks)" '[ "$ticks" = 0 ]'
 
-# 6. bad input.
+# 8. bad input.
 expect_error "no such binary" "$BIN" -u /nonexistent/prog:main --duration 1
 expect_error "has no function no_such_fn in its symbol tables: see nm -D" \
   "$BIN" -u "$WORKLOAD:no_such_fn" --duration 1
@@ -145,6 +164,7 @@ expect_error "has no USDT probe stackmapd_test:nope; its probes (PROVIDER:NAME):
 expect_error "it has no USDT probes at all" "$BIN" -u "$(command -v env):usdt:a:b" --duration 1
 expect_error "use BINARY:SYMBOL[+OFFSET] or BINARY:usdt:PROVIDER:NAME" "$BIN" -u "$WORKLOAD" --duration 1
 expect_error "a USDT probe is PROVIDER:NAME" "$BIN" -u "$WORKLOAD:usdt:tick" --duration 1
+expect_error "bytes long in" "$BIN" -u "$WORKLOAD:uprobe_target+0x100000" --duration 1
 expect_error "the offset is a number of bytes" "$BIN" -u "$WORKLOAD:uprobe_target+x" --duration 1
 expect_error "in PATH: give its path" "$BIN" -u stackmapd_no_such_program:main --duration 1
 
