@@ -164,6 +164,8 @@ expect_error "has no USDT probe stackmapd_test:nope; its probes (PROVIDER:NAME):
 expect_error "it has no USDT probes at all" "$BIN" -u "$(command -v env):usdt:a:b" --duration 1
 expect_error "use BINARY:SYMBOL[+OFFSET] or BINARY:usdt:PROVIDER:NAME" "$BIN" -u "$WORKLOAD" --duration 1
 expect_error "a USDT probe is PROVIDER:NAME" "$BIN" -u "$WORKLOAD:usdt:tick" --duration 1
+libc=$(ldd "$WORKLOAD" | awk '/libc\.so/ {print $3}')
+expect_error "is an indirect function (IFUNC)" "$BIN" -u "$libc:strlen" --duration 1
 expect_error "bytes long in" "$BIN" -u "$WORKLOAD:uprobe_target+0x100000" --duration 1
 expect_error "the offset is a number of bytes" "$BIN" -u "$WORKLOAD:uprobe_target+x" --duration 1
 expect_error "in PATH: give its path" "$BIN" -u stackmapd_no_such_program:main --duration 1

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -183,6 +184,11 @@ std::vector<UprobeTarget> resolve_uprobes(const std::vector<std::string>& specs,
       if (spec.offset) off << "+0x" << std::hex << spec.offset;
       add(binary + ":" + fn.name + off.str(), fn.offset + spec.offset, 0);
     }
+    if (!found && std::binary_search(elf.ifuncs.begin(), elf.ifuncs.end(), spec.symbol))
+      throw Error(spec.symbol + " is an indirect function (IFUNC) in " + binary +
+                  ": its symbol is the resolver that runs once at load; probe the "
+                  "implementations it picks from instead, e.g. -u '" +
+                  spec.binary + ":__" + spec.symbol + "_*' (nm -D " + binary + ")");
     if (!found)
       throw Error(binary + " has no function " +
                   (is_glob(spec.symbol) ? "matching '" + spec.symbol + "'" : spec.symbol) +

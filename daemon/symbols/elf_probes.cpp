@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "daemon/sys/error.h"
 #include "daemon/sys/unique_fd.h"
@@ -67,17 +68,22 @@ uint64_t file_offset(const std::vector<Segment>& segs, uint64_t addr, bool code)
 }
 
 void read_functions(Elf* elf, Elf_Scn* scn, const GElf_Shdr& sh, const std::vector<Segment>& segs,
-                    std::map<std::string, ElfFunction>& out) {
+                    std::map<std::string, ElfFunction>& out, std::set<std::string>& ifuncs) {
   Elf_Data* data = elf_getdata(scn, nullptr);
   if (!data || !sh.sh_entsize) return;
   const size_t count = sh.sh_size / sh.sh_entsize;
   for (size_t i = 0; i < count; ++i) {
     GElf_Sym sym;
     if (!gelf_getsym(data, static_cast<int>(i), &sym)) continue;
-    if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+    const int type = GELF_ST_TYPE(sym.st_info);
+    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
       continue;
     const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
     if (!name || !*name) continue;
+    if (type == STT_GNU_IFUNC) {
+      ifuncs.insert(name);
+      continue;
+    }
     const uint64_t off = file_offset(segs, sym.st_value, true);
     if (off) out.try_emplace(name, ElfFunction{name, off, sym.st_size});
   }
@@ -119,6 +125,7 @@ ElfProbes read_elf_probes(const std::string& path) {
   if (elf_getshdrstrndx(elf, &shstrndx) != 0)
     throw Error(path + ": cannot read its section headers: " + elf_errmsg(-1));
   std::map<std::string, ElfFunction> functions;
+  std::set<std::string> ifuncs;
   std::vector<Elf_Scn*> notes;
   uint64_t stapsdt_base = 0;
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
@@ -126,13 +133,14 @@ ElfProbes read_elf_probes(const std::string& path) {
     if (!gelf_getshdr(scn, &sh)) continue;
     const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
     if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM)
-      read_functions(elf, scn, sh, segs, functions);
+      read_functions(elf, scn, sh, segs, functions, ifuncs);
     else if (sh.sh_type == SHT_NOTE && name && std::strcmp(name, ".note.stapsdt") == 0)
       notes.push_back(scn);
     else if (name && std::strcmp(name, ".stapsdt.base") == 0) stapsdt_base = sh.sh_addr;
   }
   ElfProbes out;
   for (auto& [name, fn] : functions) out.functions.push_back(std::move(fn));
+  out.ifuncs.assign(ifuncs.begin(), ifuncs.end());
   for (Elf_Scn* scn : notes) {
     Elf_Data* data = elf_getdata(scn, nullptr);
     if (!data) continue;

@@ -25,6 +25,9 @@ struct UsdtNote {
 struct ElfProbes {
   // Functions (STT_FUNC, defined) by name, each once, in name order.
   std::vector<ElfFunction> functions;
+  // GNU indirect functions (libc's strlen, memcpy): their symbol is the
+  // resolver that picks an implementation at load, which runs once.
+  std::vector<std::string> ifuncs;
   std::vector<UsdtNote> usdt;
 };
 
