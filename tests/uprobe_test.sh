@@ -64,7 +64,8 @@ run() {
   wait "$wpid"
 }
 
-# summary DIR: "EVENTS" then one line per (user stack's first three function
+# summary DIR: "EVENTS", "N whole" (events whose user stack reached its
+# end), then one line per (user stack's first three function
 # names, source): "COUNT name<-name<-name SOURCE", from stack_map.json.
 summary() {
   "$PY" - "$1/stack_map.json" << 'PYEOF'
@@ -72,14 +73,16 @@ import collections, json, sys
 d = json.load(open(sys.argv[1]))
 us = {s["user_stack_id"]: s for s in d.get("user_stacks", {}).get("stacks", [])}
 lines = collections.Counter()
-total = 0
+total = whole = 0
 for s in d["stacks"]:
     for e in s.get("by", []):
         u = us.get(e.get("user_stack_id"), {"frames": []})
         names = [f["symbols"][-1].split("+")[0] if f["symbols"] else "?" for f in u["frames"]]
         lines["<-".join(names[:3]) + " " + str(e.get("source", "-"))] += e["count"]
         total += e["count"]
+        whole += e["count"] * (bool(u["frames"]) and not u.get("truncated", True))
 print(total)
+print(whole, "whole")
 for k, n in sorted(lines.items()):
     print(n, k)
 PYEOF
@@ -104,6 +107,8 @@ check "uprobe_target counts exactly $A + $B events ($(head -1 "$tmp/entry.sum"))
 check "stat: hits = $((A + B))" '[ "$(counted_of "$tmp/entry/stack_map_stat")" -eq $((A + B)) ]'
 check "its user stacks: uprobe_target <- uprobe_call_a <- main $A times ($na), <- uprobe_call_b $B times ($nb)" \
   '[ "$na" -eq $A ] && [ "$nb" -eq $B ]'
+check "every one of them whole, to _start ($(count_of "$tmp/entry.sum" whole))" \
+  '[ "$(count_of "$tmp/entry.sum" whole)" -eq $((A + B)) ]'
 check "the log names the probe as a source" 'grep -q "tracing $src" "$tmp/entry.err"'
 
 # 2. frame pointers alone skip the caller.
