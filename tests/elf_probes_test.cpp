@@ -107,6 +107,27 @@ TEST(UprobeSources, ResolvesAFunctionAGlobAndAUsdtProbeOncePerSite) {
   EXPECT_EQ(targets[3].ref_ctr_offset, p.usdt[0].semaphore_offset);
 }
 
+// Without --pid a library is found as the dynamic linker would: this
+// machine's libc, not another architecture's that multiarch installed.
+TEST(UprobeSources, FindsALibraryByNameInTheLinkersDirectories) {
+  const auto targets = resolve_uprobes({"libc:getppid"}, {});
+  ASSERT_EQ(targets.size(), 1u);
+  EXPECT_NE(targets[0].binary.find("/libc.so"), std::string::npos) << targets[0].binary;
+  EXPECT_EQ(elf_soname(targets[0].binary), "libc.so.6");
+  EXPECT_NE(function(read_elf_probes(targets[0].binary), "getppid"), nullptr);
+  std::string ours;
+  const std::optional<ProcessMaps> maps = ProcessMaps::read(getpid());
+  ASSERT_TRUE(maps);
+  for (const MappedFile& f : maps->files())
+    if (f.path.find("/libc.so") != std::string::npos) ours = f.path;
+  char* a = realpath(ours.c_str(), nullptr);
+  char* b = realpath(targets[0].binary.c_str(), nullptr);
+  ASSERT_TRUE(a && b);
+  EXPECT_STREQ(a, b);  // the one this process runs on
+  free(a);
+  free(b);
+}
+
 TEST(UprobeSources, SaysWhatIsWrongInOneLine) {
   EXPECT_NE(error_of({kWorkload}).find("use BINARY:SYMBOL[+OFFSET]"), std::string::npos);
   EXPECT_NE(error_of({":main"}).find("use BINARY:SYMBOL"), std::string::npos);

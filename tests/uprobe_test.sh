@@ -173,7 +173,8 @@ libc=$(ldd "$WORKLOAD" | awk '/libc\.so/ {print $3}')
 expect_error "is an indirect function (IFUNC)" "$BIN" -u "$libc:strlen" --duration 1
 expect_error "bytes long in" "$BIN" -u "$WORKLOAD:uprobe_target+0x100000" --duration 1
 expect_error "the offset is a number of bytes" "$BIN" -u "$WORKLOAD:uprobe_target+x" --duration 1
-expect_error "in PATH: give its path" "$BIN" -u stackmapd_no_such_program:main --duration 1
+expect_error "in PATH or in the library directories (/etc/ld.so.conf.d): give its path" \
+  "$BIN" -u stackmapd_no_such_program:main --duration 1
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

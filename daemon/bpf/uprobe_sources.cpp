@@ -9,6 +9,9 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -108,6 +111,46 @@ std::optional<std::string> in_path(const std::string& name) {
   return std::nullopt;
 }
 
+// The ELF machine of `path` (e_machine), 0 when no ELF file: a library
+// directory may hold another architecture's (multiarch, cross toolchains).
+uint16_t elf_machine(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char h[20] = {};
+  if (!in.read(reinterpret_cast<char*>(h), sizeof(h)) || std::memcmp(h, "\177ELF", 4) != 0)
+    return 0;
+  return static_cast<uint16_t>(h[18] | h[19] << 8);  // little-endian hosts
+}
+
+// A library as the dynamic linker would find it by name: the directories of
+// /etc/ld.so.conf.d, then the default ones; one of this machine's
+// architecture, named NAME or NAME.so*.
+std::optional<std::string> in_library_dirs(const std::string& name) {
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  std::vector<std::filesystem::path> confs;
+  for (const auto& e : std::filesystem::directory_iterator("/etc/ld.so.conf.d", ec))
+    if (e.path().extension() == ".conf") confs.push_back(e.path());
+  std::sort(confs.begin(), confs.end());
+  for (const auto& conf : confs) {
+    std::ifstream in(conf);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty() && line[0] == '/') dirs.push_back(line);
+  }
+  for (const char* d : {"/lib", "/usr/lib", "/lib64", "/usr/lib64"}) dirs.push_back(d);
+  const uint16_t ours = elf_machine("/proc/self/exe");
+  for (const std::string& dir : dirs) {
+    std::vector<std::string> found;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string file = e.path().filename().string();
+      if (file == name || file.rfind(name + ".so", 0) == 0) found.push_back(e.path().string());
+    }
+    std::sort(found.begin(), found.end());
+    for (const std::string& f : found)
+      if (regular_file(f) && elf_machine(f) == ours) return f;
+  }
+  return std::nullopt;
+}
+
 std::string find_binary(const std::string& binary, const std::vector<uint32_t>& pids) {
   if (binary.find('/') != std::string::npos) {
     if (!regular_file(binary))
@@ -118,13 +161,13 @@ std::string find_binary(const std::string& binary, const std::vector<uint32_t>& 
   for (uint32_t pid : pids)
     if (std::optional<std::string> f = mapped_binary(binary, pid)) return *f;
   if (std::optional<std::string> f = in_path(binary)) return *f;
-  if (pids.empty())
-    throw Error("-u: no binary " + binary +
-                " in PATH: give its path (a library by its soname needs --pid PID of a "
-                "process that maps it)");
-  throw Error("-u: no binary " + binary + " mapped by --pid " + std::to_string(pids.front()) +
-              (pids.size() > 1 ? " or the others" : "") +
-              " (see /proc/PID/maps) nor in PATH: give its path");
+  if (std::optional<std::string> f = in_library_dirs(binary)) return *f;
+  throw Error("-u: no binary " + binary +
+              (pids.empty()
+                   ? std::string()
+                   : " mapped by --pid " + std::to_string(pids.front()) +
+                         (pids.size() > 1 ? " or the others" : "") + " (/proc/PID/maps),") +
+              " in PATH or in the library directories (/etc/ld.so.conf.d): give its path");
 }
 
 }  // namespace

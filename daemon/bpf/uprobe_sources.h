@@ -5,9 +5,9 @@
 //   BINARY:usdt:PROVIDER:NAME    a USDT probe of the binary's .note.stapsdt,
 //                                each of its sites, its semaphore counted
 //                                by the kernel while attached
-// BINARY is a path; without a '/', a program in PATH, or with --pid a
-// library or program the process maps, by file name or soname ("libc.so.6",
-// also "libc").
+// BINARY is a path; without a '/', with --pid a library or program the
+// process maps, by file name or soname ("libc.so.6", also "libc"), else a
+// program in PATH, else a library in the dynamic linker's directories.
 #pragma once
 
 #include <cstdint>
