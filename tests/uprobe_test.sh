@@ -6,8 +6,10 @@
 #   1. -u PROG:uprobe_target counts exactly A + B, every event's user stack
 #      uprobe_target <- uprobe_call_a|b <- main, A and B of each: the caller
 #      comes from the return address (unwind tables, CFA = rsp+8 at entry);
-#   2. the same with --user-unwind fp skips the caller: what the tables are
-#      for, and proof that check 1 can fail;
+#   2. with --user-unwind fp the caller comes from the return address at the
+#      stack's top (a probe at an entry says so in its cookie); 3 bytes into
+#      the function the frame-pointer walk skips it: what the tables are for,
+#      and proof that check 1 can fail;
 #   3. uprobe_target+OFF, past its first instruction: the same counts and stacks;
 #   4. without --pid (a probe for every process): the same count;
 #   5. a glob: -u 'PROG:uprobe_call_?' is one source per function, 1 event
@@ -88,11 +90,19 @@ for k, n in sorted(lines.items()):
 PYEOF
 }
 
+count_prefix() {  # count_prefix SUMMARY_FILE "name<-name" SOURCE: events whose stack starts so
+  awk -v p="$2" -v s="$3" '{ c = $1; if (index($2, p) == 1 && $3 == s) t += c } END { print t + 0 }' "$1"
+}
+
 count_of() {  # count_of SUMMARY_FILE "name<-name<-name SOURCE": its count, 0 if none
   awk -v k="$2" '{c = $1; $1 = ""; sub(/^ /, ""); if ($0 == k) { print c; f = 1 } } END { if (!f) print 0 }' "$1"
 }
 
 prog=$(readlink -f "$WORKLOAD")
+# uprobe_target's second instruction, by objdump's reading of its code.
+off=$(objdump -d --no-show-raw-insn "$WORKLOAD" | awk '/<uprobe_target>:/ {f = 1; next} f && NF {print $1}' |
+  head -2 | tr -d : | { read -r x; read -r y; echo $((0x$y - 0x$x)); })
+osrc=$(printf '%s:uprobe_target+0x%x' "$prog" "$off")
 
 # 1. entry of uprobe_target, the caller from the unwind tables.
 run entry -u "$prog:uprobe_target" --pid @PID@ --by source
@@ -111,21 +121,27 @@ check "every one of them whole, to _start ($(count_of "$tmp/entry.sum" whole))" 
   '[ "$(count_of "$tmp/entry.sum" whole)" -eq $((A + B)) ]'
 check "the log names the probe as a source" 'grep -q "tracing $src" "$tmp/entry.err"'
 
-# 2. frame pointers alone skip the caller.
+# 2. frame pointers: at the entry the caller from the return address; past
+# the first instruction (a push) frame pointers alone skip it.
 run fp -u "$prog:uprobe_target" --pid @PID@ --by source --user-unwind fp
 summary "$tmp/fp" > "$tmp/fp.sum"
-fa=$(count_of "$tmp/fp.sum" "uprobe_target<-uprobe_call_a<-main $src")
-check "fp: counts $((A + B)) ($(head -1 "$tmp/fp.sum")) but never shows the caller ($fa)" \
-  '[ "$(head -1 "$tmp/fp.sum")" -eq $((A + B)) ] && [ "$fa" -eq 0 ]'
+echo "  $(tr '\n' ';' < "$tmp/fp.sum")"
+fa=$(count_prefix "$tmp/fp.sum" "uprobe_target<-uprobe_call_a" "$src")
+fb=$(count_prefix "$tmp/fp.sum" "uprobe_target<-uprobe_call_b" "$src")
+check "fp at the entry: $((A + B)) ($(head -1 "$tmp/fp.sum")), the caller from the return address ($fa, $fb)" \
+  '[ "$(head -1 "$tmp/fp.sum")" -eq $((A + B)) ] && [ "$fa" -eq $A ] && [ "$fb" -eq $B ]'
+run fp_inside -u "$prog:uprobe_target+$off" --pid @PID@ --by source --user-unwind fp
+summary "$tmp/fp_inside" > "$tmp/fp_inside.sum"
+echo "  $(tr '\n' ';' < "$tmp/fp_inside.sum")"
+fa=$(count_prefix "$tmp/fp_inside.sum" "uprobe_target<-uprobe_call_" "$osrc")
+check "fp inside the function: $((A + B)) ($(head -1 "$tmp/fp_inside.sum")), the caller skipped ($fa)" \
+  '[ "$(head -1 "$tmp/fp_inside.sum")" -eq $((A + B)) ] && [ "$fa" -eq 0 ]'
 
 # 3. OFF bytes into the function: past its first instruction (a push, so the
-# CFA is rsp+16 there), by objdump's reading of its code.
-off=$(objdump -d --no-show-raw-insn "$WORKLOAD" | awk '/<uprobe_target>:/ {f = 1; next} f && NF {print $1}' |
-  head -2 | tr -d : | { read -r x; read -r y; echo $((0x$y - 0x$x)); })
+# CFA is rsp+16 there).
 run offset -u "$prog:uprobe_target+$off" --pid @PID@ --by source
 summary "$tmp/offset" > "$tmp/offset.sum"
 echo "  $(tr '\n' ';' < "$tmp/offset.sum")"
-osrc=$(printf '%s:uprobe_target+0x%x' "$prog" "$off")
 check "uprobe_target+$off: $((A + B)) events, as $osrc, callers whole" \
   '[ "$(head -1 "$tmp/offset.sum")" -eq $((A + B)) ] && [ "$(count_of "$tmp/offset.sum" "uprobe_target<-uprobe_call_a<-main $osrc")" -eq $A ] && [ "$(count_of "$tmp/offset.sum" "uprobe_target<-uprobe_call_b<-main $osrc")" -eq $B ]'
 

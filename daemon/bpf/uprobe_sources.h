@@ -21,6 +21,7 @@ struct UprobeTarget {
   std::string binary;           // the file's path
   uint64_t offset = 0;          // the probed instruction, in the file
   uint64_t ref_ctr_offset = 0;  // USDT: the semaphore, in the file; 0: none
+  bool at_entry = false;        // a function's first instruction (SMT_COOKIE_AT_ENTRY)
   bool operator==(const UprobeTarget&) const = default;
 };
 
