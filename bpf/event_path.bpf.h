@@ -105,6 +105,7 @@ static __always_inline int record_in(void *ctx, const volatile struct smt_config
 	fill_event(cfg, &e, p.idx, epoch, name, SMT_COOKIE_SOURCE(cookie),
 		   event_weight(ctx, cookie));
 	if (cfg->user_stacks && !(state & SMT_STATE_RESETTING)) {
+		buf->at_entry = !!(cookie & SMT_COOKIE_AT_ENTRY);
 		capture_user(ctx, cfg, g, buf, &f);
 		e.user_stack_id = f.user_stack_id;
 	}

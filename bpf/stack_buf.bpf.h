@@ -16,7 +16,7 @@ struct stack_buf {
 	 * than is kept: a full buffer means a deeper stack. */
 	__u64 ips[SMT_MAX_STRIP_FRAMES + SMT_MAX_DEPTH + 1];
 	__u32 verify_countdown;
-	__u32 reserved;
+	__u32 at_entry;				 /* the event's cookie has SMT_COOKIE_AT_ENTRY */
 	__u64 uips[SMT_MAX_DEPTH];		 /* --user-stacks: frames, then the marker */
 	char filter_str[SMT_FILTER_STR_MAX + 1]; /* --filter: a record's string */
 };

@@ -28,7 +28,8 @@
  * objects do differently), stack_path.bpf.h (a stack captured and found),
  * batch.bpf.h (thread names, counts and the records they send),
  * trace_buf.bpf.h (--trace), event_path.bpf.h (one event, entry to
- * outcome), offcpu.bpf.h (--offcpu) and follow.bpf.h (-- CMD).
+ * outcome), offcpu.bpf.h (--offcpu) and follow.bpf.h (-- CMD); -u's uprobes
+ * share the event path.
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
@@ -86,6 +87,17 @@ SEC("fentry")
 int stackmapd_fentry(__u64 *ctx)
 {
 	return record_stack(ctx, get_config()->fentry_source, SMT_FENTRY_SKIP, 0);
+}
+
+/* -u: user-space probes (uprobes and USDT sites), one program for all of
+ * them, each link's cookie naming its source. ctx is the user registers: no
+ * kernel stack, the user stack is the event's whole stack (--user-stacks is
+ * on). At a function's entry its frame is not set up yet; the unwind tables'
+ * walk finds its caller (CFA = rsp + 8 there). */
+SEC("uprobe")
+int stackmapd_uprobe(void *ctx)
+{
+	return record_stack(ctx, bpf_get_attach_cookie(ctx), 0, 0);
 }
 
 #include "offcpu.bpf.h"

@@ -31,12 +31,9 @@ static __always_inline __u32 exec_id(void)
 static __always_inline __u32 user_frames(void *ctx, const volatile struct smt_config *cfg,
 					 struct stack_buf *buf, __u32 tgid, __u32 *stop)
 {
-	long len;
-
 	if (cfg->user_unwind)
-		return unwind_user(ctx, buf->uips, tgid, exec_id(), stop);
-	len = bpf_get_stack(ctx, buf->uips, sizeof(buf->uips), BPF_F_USER_STACK);
-	return len < (long)sizeof(__u64) ? 0 : len / sizeof(__u64);
+		return unwind_user(ctx, buf->uips, tgid, exec_id(), stop, buf->at_entry);
+	return fp_user_stack(ctx, buf->uips, SMT_MAX_DEPTH, buf->at_entry);
 }
 
 /*

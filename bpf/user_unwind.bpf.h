@@ -10,6 +10,8 @@
 #ifndef STACKMAPD_USER_UNWIND_BPF_H
 #define STACKMAPD_USER_UNWIND_BPF_H
 
+#include <bpf/bpf_core_read.h>
+
 /* Every loaded file's rows, one after another; sized at load (one row when
  * off). */
 struct {
@@ -48,6 +50,35 @@ static __always_inline int smt_unwind_read(__u64 *dst, __u64 addr)
 struct pt_regs___x86 {
 	unsigned long bp, ip, cs, sp;
 } __attribute__((preserve_access_index));
+
+/*
+ * A frame-pointer walk, with -u's probes at a function's entry on x86_64:
+ * the function has not pushed its frame yet, so the chain starts at its
+ * caller's caller, and the caller is the return address at the top of the
+ * stack: put it after the first frame. Returns how many frames. (Elsewhere
+ * the return address is in a register, and the walk stays as it is.)
+ */
+static __always_inline __u32 fp_user_stack(void *ctx, __u64 *ips, __u32 max, __u32 at_entry)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	const struct pt_regs___x86 *regs = (const void *)bpf_task_pt_regs(task);
+	__u64 ra = 0;
+	long len;
+
+	if (!at_entry || !regs || !bpf_core_field_exists(regs->cs)) {
+		len = bpf_get_stack(ctx, ips, max * sizeof(__u64), BPF_F_USER_STACK);
+		return len < (long)sizeof(__u64) ? 0 : len / sizeof(__u64);
+	}
+	len = bpf_get_stack(ctx, ips + 1, (max - 1) * sizeof(__u64), BPF_F_USER_STACK);
+	if (len < (long)sizeof(__u64))
+		return 0;
+	/* A return address that cannot be read is no code: the resolver cuts
+	 * the stack there (daemon/resolve/user_capture.h). */
+	bpf_probe_read_user(&ra, sizeof(ra), (const void *)regs->sp);
+	ips[0] = ips[1];
+	ips[1] = ra;
+	return len / sizeof(__u64) + 1;
+}
 
 /*
  * The two searches are global functions: the verifier checks each once, on
@@ -120,10 +151,9 @@ static long unwind_step_cb(__u32 i, void *ctx)
 /* The current task's user stack into ips (SMT_MAX_USER_DEPTH frames at
  * most). Returns how many, or 0 for a task with no user context (a kernel
  * thread); *stop says where the walk ended (SMC_USER_TRUNCATED at depth). */
-static __always_inline __u32 unwind_user(void *ctx, __u64 *ips, __u32 tgid, __u32 exec, __u32 *stop)
+static __always_inline __u32 unwind_user(void *ctx, __u64 *ips, __u32 tgid, __u32 exec, __u32 *stop,
+					 __u32 at_entry)
 {
-	long len;
-
 	struct task_struct *task = bpf_get_current_task_btf();
 	const struct pt_regs___x86 *regs = (const void *)bpf_task_pt_regs(task);
 	const struct smt_unwind_process *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
@@ -143,8 +173,7 @@ static __always_inline __u32 unwind_user(void *ctx, __u64 *ips, __u32 tgid, __u3
 		 * frames past the first that are no code the resolver cuts
 		 * (daemon/resolve/user_capture.h). */
 		*stop = SMC_USER_NOT_LOADED;
-		len = bpf_get_stack(ctx, ips, SMT_MAX_USER_DEPTH * sizeof(__u64), BPF_F_USER_STACK);
-		return len < (long)sizeof(__u64) ? 0 : len / sizeof(__u64);
+		return fp_user_stack(ctx, ips, SMT_MAX_USER_DEPTH, at_entry);
 	}
 	bpf_loop(SMT_MAX_USER_DEPTH, unwind_step_cb, &w, 0);
 	*stop = w.stop ? w.stop : SMC_USER_TRUNCATED;

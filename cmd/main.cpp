@@ -82,6 +82,8 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt, Recording* 
         "-f, --profile, --trace, --perfetto, --verify, --by, --sum, --hist, --offcpu, --pid, "
         "--comm, "
         "--cgroup and --cpu need the BPF backend: drop them for --backend tracefs");
+  if (!args.uprobes.empty())
+    throw Error("-u needs the BPF backend (uprobes): drop --backend tracefs");
   if (args.command)
     throw Error(
         "-- CMD needs the BPF backend, which follows the command's processes as they fork: drop "
@@ -119,6 +121,7 @@ std::string flame_title(const TraceArgs& args) {
   std::string title;
   for (const auto& e : args.events) title += (title.empty() ? "" : ", ") + e;
   for (const auto& f : args.functions) title += (title.empty() ? "" : ", ") + f;
+  for (const auto& u : args.uprobes) title += (title.empty() ? "" : ", ") + u;
   if (args.profile_hz)
     title += (title.empty() ? "" : ", ") + ("profile " + std::to_string(args.profile_hz) + " Hz");
   if (args.offcpu) title += (title.empty() ? "" : ", ") + std::string("off-CPU time");
@@ -150,7 +153,7 @@ int run_trace(const TraceArgs& args) {
       args.output.empty() && !args.duration && args.trace.empty() && args.perfetto.empty() &&
       args.pprof.empty() && args.otlp.empty() && args.folded.empty() && args.svg.empty() &&
       args.pids.empty() && args.comms.empty() && args.cgroups.empty() && !args.cpu &&
-      args.filter.empty()) {
+      args.filter.empty() && args.uprobes.empty()) {
     if (auto reply = control_request(args.socket, "top " + std::to_string(*args.top))) {
       std::cout << *reply;
       return 0;
@@ -159,7 +162,8 @@ int run_trace(const TraceArgs& args) {
   TraceOptions opt;
   opt.session = args.session_config();
   opt.session.follow_command = args.command.has_value();
-  if (opt.session.events.empty() && args.functions.empty() && !args.profile_hz && !args.offcpu)
+  if (opt.session.events.empty() && args.functions.empty() && !args.profile_hz && !args.offcpu &&
+      args.uprobes.empty())
     opt.session.events.push_back({"kmem", "kmem_cache_alloc"});
   opt.function_patterns = args.functions;
   opt.trace_path = args.trace;

@@ -9,6 +9,8 @@ apt-get install -y -qq --no-install-recommends \
   libspdlog-dev libcli11-dev nlohmann-json3-dev libsystemd-dev libgtest-dev \
   python3 util-linux debootstrap systemd-container chromium fonts-dejavu-core strace \
   clang-format > /dev/null
+# <sys/sdt.h>, for the USDT probe of tests/workloads/uprobe_workload.c (tests/uprobe_test.sh).
+apt-get install -y -qq --no-install-recommends systemtap-sdt-dev > /dev/null
 # The real consumers of --pprof and --perfetto, for tests/pprof_test.sh and tests/perfetto_test.sh.
 apt-get install -y -qq --no-install-recommends \
   golang-1.19-go golang-github-google-pprof-dev protobuf-compiler > /dev/null

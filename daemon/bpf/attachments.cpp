@@ -81,6 +81,13 @@ Attachments::Attachments(const BpfObject& object, const SessionConfig& config)
   if (skipped)
     spdlog::warn("skipped {} of {} functions matched by -f globs, e.g.: {}", skipped,
                  config.functions.size(), first_error);
+  std::map<std::string, uint32_t> uprobe_sources;  // a USDT probe's sites share theirs
+  for (const UprobeTarget& u : config.uprobes) {
+    auto [it, added] = uprobe_sources.emplace(u.source, static_cast<uint32_t>(sources_.size()));
+    if (added) sources_.push_back(u.source);
+    uprobes_.push_back({u, it->second});
+  }
+  if (config.filter_pids.size() == 1) uprobe_pid_ = static_cast<int>(config.filter_pids.front());
   if (profile_hz_) {
     profile_source_ = static_cast<uint32_t>(sources_.size());
     sources_.push_back("profile");
@@ -144,6 +151,24 @@ Attachments::TracepointLink Attachments::attach_tracepoint(const Tracepoint& tp,
   return {attach_perf_event_ioctl(progs[slot], open_tracepoint(tp, id), what), slot};
 }
 
+std::vector<BpfLink> Attachments::attach_uprobes() const {
+  std::vector<BpfLink> links;
+  for (const Uprobe& u : uprobes_) {
+    bpf_uprobe_opts opts = {};
+    opts.sz = sizeof(opts);
+    opts.ref_ctr_offset = u.target.ref_ctr_offset;  // USDT: the kernel counts the semaphore
+    opts.bpf_cookie = SMT_COOKIE(u.source, 0, 0) | (u.target.at_entry ? SMT_COOKIE_AT_ENTRY : 0);
+    BpfLink link(bpf_program__attach_uprobe_opts(object_.uprobe_prog(), uprobe_pid_,
+                                                 u.target.binary.c_str(), u.target.offset, &opts));
+    if (!link)
+      throw Error("cannot attach a uprobe to " + u.target.source + " (file offset " +
+                  std::to_string(u.target.offset) + "): " + std::strerror(errno) +
+                  ": needs root and a kernel with CONFIG_UPROBE_EVENTS");
+    links.push_back(std::move(link));
+  }
+  return links;
+}
+
 PerfLink Attachments::attach_offcpu() const {
   if (object_.offcpu_prog() < 0) return {};
   const Tracepoint tp{"sched", "sched_switch", 0};
@@ -197,6 +222,7 @@ void Attachments::attach() {
     if (functions_[i].required) throw Error(why);
     if (skipped++ == 0) first_error = why;
   }
+  std::vector<BpfLink> uprobes = attach_uprobes();
   std::vector<PerfLink> profile = attach_profile();
   PerfLink offcpu = attach_offcpu();
 
@@ -204,6 +230,7 @@ void Attachments::attach() {
   offcpu_link_ = std::move(offcpu);
   for (size_t i = 0; i < functions_.size(); ++i) functions_[i].link = std::move(links[i]);
   profile_links_ = std::move(profile);
+  uprobe_links_ = std::move(uprobes);
   attached_ = true;
   guard.commit();
   if (skipped)
@@ -232,6 +259,7 @@ void Attachments::detach() {
   tracepoint_links_.clear();
   profile_links_.clear();
   offcpu_link_ = {};
+  uprobe_links_.clear();
   for (auto& fn : functions_) fn.link.reset();
   attached_ = false;
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 // A session's event sources attached to its programs: one BPF link per
 // tracepoint (a perf event on CPU 0), one loaded copy of the object and its
-// link per fentry function, one perf link per sampled CPU, and --offcpu's
+// link per fentry function, one link per uprobe site (all running one
+// program), one perf link per sampled CPU, and --offcpu's
 // link on sched:sched_switch. With --pinned, as Android's own clients attach
 // (no links or cookies before 5.15): PERF_EVENT_IOC_SET_BPF on each perf
 // event, owned by its PerfLink; each tracepoint runs a program copy of its
@@ -64,6 +65,7 @@ class Attachments {
   // Attaches tp; with --pinned to a program copy no link in `a` or `b` runs.
   TracepointLink attach_tracepoint(const Tracepoint& tp, const TracepointLinks& a,
                                    const TracepointLinks& b);
+  std::vector<BpfLink> attach_uprobes() const;
   std::vector<PerfLink> attach_profile() const;
   PerfLink attach_offcpu() const;  // empty without --offcpu
 
@@ -72,6 +74,14 @@ class Attachments {
   TracepointLinks tracepoint_links_;
   std::vector<Function> functions_;
   std::vector<PerfLink> profile_links_;
+  // -u: each site with its source, and its link while attached.
+  struct Uprobe {
+    UprobeTarget target;
+    uint32_t source;
+  };
+  std::vector<Uprobe> uprobes_;
+  std::vector<BpfLink> uprobe_links_;
+  int uprobe_pid_ = -1;  // the one --pid, so other processes never hit the probes; -1: all
   PerfLink offcpu_link_;
   uint32_t profile_hz_;
   uint32_t filter_cpu_;

@@ -146,6 +146,7 @@ bool BpfObject::load_own(const SessionConfig& config) {
   bpf_program__set_autoload(skel_->progs.stackmapd_offcpu, config.offcpu.has_value());
   bpf_program__set_autoload(skel_->progs.stackmapd_follow_fork, config.follow_command);
   bpf_program__set_autoload(skel_->progs.stackmapd_follow_exit, config.follow_command);
+  bpf_program__set_autoload(skel_->progs.stackmapd_uprobe, !config.uprobes.empty());
   if (config.follow_command) bpf_map__set_max_entries(skel_->maps.tracked, SMT_MAX_TRACKED);
   bpf_map__set_max_entries(skel_->maps.slots, 2u << bits_);
   bpf_map__set_max_entries(skel_->maps.pool, 1u << bits_);
@@ -235,6 +236,8 @@ void BpfObject::use_pins(const SessionConfig& config) {
     throw Error(
         "-f needs stackmapd's own BPF object (one fentry program per function); with "
         "--pinned use -e tracepoints or --profile");
+  if (!config.uprobes.empty())
+    throw Error("-u needs stackmapd's own BPF object (its uprobe program); drop --pinned or -u");
   if (config.user_stacks)
     throw Error(
         "--user-stacks needs stackmapd's own BPF object (the pinned one has no user stack "
@@ -325,6 +328,7 @@ StackmapdSkeleton BpfObject::load_function(const std::string& function, uint32_t
   bpf_program__set_autoload(obj->progs.stackmapd_offcpu, false);
   bpf_program__set_autoload(obj->progs.stackmapd_follow_fork, false);
   bpf_program__set_autoload(obj->progs.stackmapd_follow_exit, false);
+  bpf_program__set_autoload(obj->progs.stackmapd_uprobe, false);
   bpf_program__set_attach_target(obj->progs.stackmapd_fentry, 0, function.c_str());
   const std::pair<bpf_map*, bpf_map*> shared_maps[] = {
       {obj->maps.slots, skel_->maps.slots},     {obj->maps.pool, skel_->maps.pool},
@@ -342,6 +346,10 @@ StackmapdSkeleton BpfObject::load_function(const std::string& function, uint32_t
     throw Error("cannot trace function " + function + " with fentry (" + errno_text(err) +
                 "): it must be in the kernel's BTF and not marked notrace");
   return obj;
+}
+
+bpf_program* BpfObject::uprobe_prog() const {
+  return skel_ && !config_.uprobes.empty() ? skel_->progs.stackmapd_uprobe : nullptr;
 }
 
 }  // namespace stackmapd

@@ -21,6 +21,7 @@
 #include "stackmapd/abi.h"
 
 struct stackmapd_bpf;
+struct bpf_program;
 
 namespace stackmapd {
 
@@ -65,6 +66,8 @@ class BpfObject {
   }
   int profile_prog() const { return profile_prog_; }  // -1 without --profile
   int offcpu_prog() const { return offcpu_prog_; }    // -1 without --offcpu
+  // -u: the one program every uprobe link runs; null without -u.
+  bpf_program* uprobe_prog() const;
   // --offcpu: the threads switched out and not yet back (smt_offcpu_start by tid).
   int offcpu_start_fd() const { return offcpu_start_fd_; }
   // --pinned: the cookies by program slot, for programs attached without

@@ -2,6 +2,7 @@
 #include "daemon/bpf/bpf_session.h"
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <spdlog/spdlog.h>
@@ -256,6 +257,8 @@ std::vector<std::pair<std::string, int>> BpfSession::programs() const {
        {std::pair{"tracepoint", object_.tracepoint_prog()},
         std::pair{"profile", object_.profile_prog()}, std::pair{"offcpu", object_.offcpu_prog()}})
     if (fd >= 0) out.emplace_back(role, fd);
+  if (bpf_program* uprobe = object_.uprobe_prog())
+    out.emplace_back("uprobe", bpf_program__fd(uprobe));
   return out;
 }
 

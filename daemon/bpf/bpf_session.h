@@ -141,7 +141,7 @@ class BpfSession {
   uint64_t ring_pending_bytes() const {
     return consumer_.producer_pos() - consumer_.consumer_pos();
   }
-  // The loaded programs by role ("tracepoint", "offcpu", "profile"), for
+  // The loaded programs by role ("tracepoint", "offcpu", "profile", "uprobe"), for
   // their run time and count (bpf_prog_info).
   std::vector<std::pair<std::string, int>> programs() const;
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "daemon/bpf/sources.h"
+#include "daemon/bpf/uprobe_sources.h"
 #include "daemon/model/attribution.h"
 #include "daemon/model/stack_store.h"
 #include "stackmapd/abi.h"
@@ -86,6 +87,8 @@ struct TableConfig {
   // -- CMD: only the processes in the `tracked` map (bpf/follow.bpf.h), kept
   // from the pid given to BpfObject::track() by fork and exit.
   bool follow_command = false;
+  // -u: user-space probes, one link each to one program (--user-stacks on).
+  std::vector<UprobeTarget> uprobes;
 
   bool operator==(const TableConfig&) const = default;
 };

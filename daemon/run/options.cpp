@@ -27,6 +27,11 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
     app.add_option(
         "-f,--function", o.functions,
         "Kernel function to record stacks on through fentry (repeatable, globs like 'vfs_*')");
+    app.add_option("-u,--uprobe", o.uprobes,
+                   "User-space probe BINARY:SYMBOL[+OFF] (a function's entry; globs like "
+                   "'ngx_http_*') or BINARY:usdt:PROVIDER:NAME (a USDT probe), repeatable; "
+                   "BINARY a path, a program in PATH, or with --pid a library's soname; "
+                   "records user stacks (--user-stacks)");
     app.add_option("--profile", o.profile_hz,
                    "Sample kernel stacks on every online CPU at HZ (like perf record -g -F HZ)")
         ->check(CLI::Range(1u, 100000u));
@@ -162,8 +167,10 @@ SessionConfig SessionOptions::session_config() const {
     throw Error(
         "--filter needs stackmapd's own BPF object (the pinned one has no filter program); "
         "drop --pinned or --filter");
-  s.user_stacks = user_stacks;
-  s.user_unwind = user_unwind_tables(user_stacks, user_unwind);
+  // A uprobe fires in user mode: its user stack is its whole stack.
+  s.uprobes = resolve_uprobes(uprobes, s.filter_pids);
+  s.user_stacks = user_stacks || !uprobes.empty();
+  s.user_unwind = user_unwind_tables(s.user_stacks, user_unwind);
   if (user_stacks && !pinned.empty())
     throw Error(
         "--user-stacks needs stackmapd's own BPF object (the pinned one has no user stack "

@@ -30,6 +30,10 @@ void compile_session_filter(SessionConfig& sc, const std::string& events_dir) {
     throw Error(
         "--filter applies to tracepoint records; -f and --profile events have none: "
         "trace them in a session of their own");
+  if (!sc.uprobes.empty())
+    throw Error(
+        "--filter applies to tracepoint records; -u events have none: trace them in a session "
+        "of their own");
   for (size_t i = 0; i < sc.events.size(); ++i) {
     const Tracepoint& tp = sc.events[i];
     smt_filter prog;
@@ -68,9 +72,9 @@ void resolve_session_events(SessionConfig& sc, const std::string& events_dir,
   sc.events = resolve_events(sc.events, events_dir);
   if (!sc.sum_field.empty()) {
     const std::string option = sc.keys.has(KeyField::bucket) ? "--hist " : "--sum ";
-    if (!sc.functions.empty() || sc.profile_hz)
+    if (!sc.functions.empty() || sc.profile_hz || !sc.uprobes.empty())
       throw Error(option + sc.sum_field +
-                  " weighs tracepoint events by their fields; -f and --profile events have "
+                  " weighs tracepoint events by their fields; -f, -u and --profile events have "
                   "none: trace them in a session of their own");
     for (Tracepoint& tp : sc.events) {
       const EventField f = weight_field(read_event_format(events_dir, tp), sc.sum_field, option);

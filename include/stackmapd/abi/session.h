@@ -101,6 +101,10 @@ struct smt_config {
 	((__u64)(weight_field) << 32 | (__u64)((raw_len)&0xffff) << 16 | ((source)&0xffff))
 #define SMT_COOKIE_SOURCE(cookie) ((__u32)(cookie)&0xffff)
 #define SMT_COOKIE_RAW_LEN(cookie) ((__u32)((cookie) >> 16) & 0xffff)
+/* -u: a uprobe at a function's entry, where a frame-pointer walk misses the
+ * caller (bpf/user_unwind.bpf.h). Bit 63: a tracepoint's weight field, the
+ * only other user of bits 32-63, never reaches it. */
+#define SMT_COOKIE_AT_ENTRY (1ull << 63)
 
 /* --offcpu: a switched-out thread, until it runs again (keyed by tid). */
 struct smt_offcpu_start {
