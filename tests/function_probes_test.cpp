@@ -30,8 +30,8 @@ class FunctionProbes : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("smt-probes-" + std::to_string(getpid()));
     fs::create_directories(dir_);
-    std::ofstream(dir_ / "available_filter_functions")
-        << "vfs_read\nvfs_readv\n" << kModuleFunction << " [smt_test]\n";
+    std::ofstream(dir_ / "available_filter_functions") << "vfs_read\nvfs_readv\n"
+                                                       << kModuleFunction << " [smt_test]\n";
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -120,8 +120,9 @@ TEST_F(FunctionProbes, WithoutFtraceListKprobesFindFunctionsInKallsyms) {
   const FunctionPlan plan = resolve({"vfs_read"}, ProbeMechanism::kprobe, kBoth);
   ASSERT_EQ(plan.targets.size(), 1u);
   EXPECT_TRUE(plan.targets[0].kprobe());
-  EXPECT_NE(error_of({"smt_no_such_function"}, ProbeMechanism::kprobe, kBoth).find("/proc/kallsyms"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of({"smt_no_such_function"}, ProbeMechanism::kprobe, kBoth).find("/proc/kallsyms"),
+      std::string::npos);
 }
 
 TEST(ProbeMechanismNames, ParsesTheThreeAndRefusesOthers) {
