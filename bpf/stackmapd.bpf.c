@@ -100,6 +100,16 @@ int stackmapd_uprobe(void *ctx)
 	return record_stack(ctx, bpf_get_attach_cookie(ctx), 0, 0);
 }
 
+/* -f where fentry cannot go (no BPF trampolines, or a function without BTF):
+ * one program, attached once per function with its source as the cookie.
+ * Its stack is unwound from the probe's registers, so it starts in the
+ * probed function as fentry's does, with no frame of ours to skip. */
+SEC("kprobe")
+int stackmapd_kprobe(void *ctx)
+{
+	return record_stack(ctx, bpf_get_attach_cookie(ctx), 0, 0);
+}
+
 #include "offcpu.bpf.h"
 
 SEC("tracepoint")

@@ -17,8 +17,8 @@
 #      runs the series' selftest, a stress of inserts on both vCPUs with resets
 #      and stack_map_bin reads, pool exhaustion at ftrace_stackmap.bits=10,
 #      the memory cost and events kept per MB of trace buffer, the daemon's
-#      tracefs backend and, on the min kernel, its BPF backend (fentry,
-#      tracepoint, perf_event profiling);
+#      tracefs backend and, on the min kernel, its BPF backend (-f through
+#      fentry and through kprobes, tracepoint, perf_event profiling);
 #   5. parses the serial logs; exits non-zero on any failure.
 #
 # Work files live in $KTEST_WORK (default /var/tmp/stackmapd-kernel): source,
@@ -288,6 +288,7 @@ if [[ " $variants " == *" min "* ]]; then
 	echo "   events kept per MB of trace buffer (kmem:kmem_cache_alloc + stacktrace, same buffer_size_kb):"
 	echo "     full stacks: $(fig min-full events_per_mb_full_stacks)   with options/stackmap: $(fig min-full events_per_mb_stackmap)"
 	echo "   memory: table $(fig min-full table_memory_kb) kB at bits=$(fig min-full stackmap_bits), MemFree -$(fig min-full memfree_cost_kb) kB, Slab +$(fig min-full slab_cost_kb) kB on first enable; 0 kB before"
+	echo "   -f vfs_read --comm dd over dd's $(fig min-full dd_reads) reads: fentry $(fig min-full fentry_dd_hits) hits, kprobe $(fig min-full kprobe_dd_hits) hits; kprobes on 'vfs_rea*': $(fig min-full kprobe_glob_functions) functions"
 	echo "   BPF backend (TCG, ns are emulated): fentry vfs_read $(fig min-full fentry_vfs_read_hits) hits at $(fig min-full fentry_ns_per_run_tcg) ns/run; 'vfs_rea*' $(fig min-full fentry_glob_functions) functions; sched_switch $(fig min-full tracepoint_sched_switch_hits) hits; profile $(fig min-full profile_samples) samples"
 	echo "   exhaustion (bits=10): $(fig min-exhaust exhaust_us_per_event_before) us/event before, $(fig min-exhaust exhaust_us_per_event_after) us/event after; drop_pool_full $(fig min-exhaust exhaust_drop_pool_full)"
 fi

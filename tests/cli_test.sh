@@ -398,15 +398,7 @@ expect_error "--svg /proc/nope/f.svg: cannot write in /proc/nope" "$BIN" --svg /
 expect_error "is a JSON export" "$BIN" decode "$tmp/flame/stack_map.json"
 expect_error "is not an ELF file" "$BIN" decode "$out/stack_map_bin" --vmlinux "$tmp/other_boot.kallsyms"
 expect_error "not both" "$BIN" decode "$out/stack_map_bin" --vmlinux "$tmp/vmlinux" --kallsyms /proc/kallsyms
-expect_error "no traceable kernel function 'no_such_function_x'" "$BIN" -f no_such_function_x --duration 1
-if bpftool feature probe kernel 2> /dev/null | grep -q "program_type tracing is available"; then
-  "$BIN" -f vfs_read --duration 2 --top 3 > "$tmp/fentry.txt" 2>&1 &
-  sleep 1; syscall_loop 1; wait $!
-  check "-f vfs_read shows vfs_read with its callers" 'grep -qE "^    (vfs_read|ksys_read)\+" "$tmp/fentry.txt"'
-else
-  # This kernel refuses BPF tracing programs: -f must say so in one line.
-  expect_error "program_type tracing is NOT available" "$BIN" -f vfs_read --duration 1
-fi
+# -f's mechanisms and refusals: function_probes_test.sh.
 check "failed runs left the earlier exports untouched" '[ "$(md5sum "$out"/* | md5sum)" = "$before" ]'
 mkdir "$tmp/empty"
 expect_error "no such tracepoint 'sched:nope'" "$BIN" -e sched:nope --output "$tmp/empty"

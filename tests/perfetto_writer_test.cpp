@@ -391,7 +391,7 @@ TEST_F(PerfettoWriterTest, EachSourceIsASessionWithItsTimebase) {
 TEST(PerfettoSources, KindsFromTheSessionsConfig) {
   SessionConfig config;
   config.events = {{"sched", "sched_switch"}, {"kmem", "kmalloc"}};
-  config.functions = {{"vfs_read", true}, {"profile", true}};  // a function named "profile"
+  config.functions = {{"vfs_read", true, ""}, {"profile", true, ""}};  // a function named "profile"
   config.profile_hz = 49;
   config.offcpu = OffcpuConfig{};
   using K = PerfettoSource::Kind;
@@ -407,7 +407,7 @@ TEST(PerfettoSources, KindsFromTheSessionsConfig) {
   config = {};
   config.events = {{"kmem", "kmalloc"}};
   config.sum_field = "bytes_alloc";
-  config.functions = {{"offcpu", true}};  // no --offcpu: a function
+  config.functions = {{"offcpu", true, ""}};  // no --offcpu: a function
   EXPECT_EQ(perfetto_sources({"kmem:kmalloc", "offcpu"}, config),
             (std::vector<PerfettoSource>{{K::tracepoint, "kmem:kmalloc", 0, "bytes_alloc"},
                                          {K::function, "offcpu", 0, ""}}));

@@ -56,27 +56,32 @@ void set_cookie(int cookies_fd, uint32_t key, uint64_t cookie, const std::string
 Attachments::Attachments(const BpfObject& object, const SessionConfig& config)
     : object_(object),
       events_(config.events),
+      kprobe_fallback_(config.kprobe_fallback),
       profile_hz_(config.profile_hz),
       filter_cpu_(config.filter_cpu) {
   for (const auto& tp : events_) source_of(tp.str());
-  if (!config.functions.empty() && libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_TRACING, nullptr) != 1)
-    throw Error(
-        "-f needs BPF tracing programs (fentry), which this kernel refuses to load "
-        "(bpftool feature probe: program_type tracing is NOT available): use -e "
-        "tracepoints or --profile here");
   // fentry has no multi-attach on this kernel: each function gets its own
-  // copy of the object, sharing every map of the main one.
+  // copy of the object, sharing every map of the main one. A kprobe
+  // function needs nothing loaded: the main object's program serves all.
   size_t skipped = 0;
   std::string first_error;
   for (const auto& fn : config.functions) {
-    try {
-      functions_.push_back(
-          {fn.name, fn.required, object_.load_function(fn.name, sources_.size()), {}});
-      sources_.push_back(fn.name);
-    } catch (const Error& e) {
-      if (fn.required) throw;
-      if (skipped++ == 0) first_error = e.what();
+    const auto source = static_cast<uint32_t>(sources_.size());
+    Function f{fn.name, fn.required, fn.kprobe_because, source, {}, {}};
+    if (!fn.kprobe()) {
+      try {
+        f.object = object_.load_function(fn.name, source);
+      } catch (const Error& e) {
+        if (!kprobe_fallback_ && fn.required) throw;
+        if (!kprobe_fallback_) {
+          if (skipped++ == 0) first_error = e.what();
+          continue;
+        }
+        f.kprobe_because = e.what();
+      }
     }
+    functions_.push_back(std::move(f));
+    sources_.push_back(fn.name);
   }
   if (skipped)
     spdlog::warn("skipped {} of {} functions matched by -f globs, e.g.: {}", skipped,
@@ -203,6 +208,47 @@ std::vector<PerfLink> Attachments::attach_profile() const {
   return links;
 }
 
+BpfLink Attachments::attach_function(size_t i, std::string* kprobe_because,
+                                     std::string* error) const {
+  const Function& fn = functions_[i];
+  *kprobe_because = fn.kprobe_because;
+  if (fn.kprobe_because.empty()) {
+    BpfLink link(bpf_program__attach_trace(fn.object->progs.stackmapd_fentry));
+    if (link) return link;
+    *error = "cannot trace function " + fn.name + " with fentry (" + std::strerror(errno) +
+             "): it must not be marked notrace";
+    if (!kprobe_fallback_) return {};
+    *kprobe_because = *error;
+  }
+  LIBBPF_OPTS(bpf_kprobe_opts, opts, .bpf_cookie = SMT_COOKIE(fn.source, 0, 0));
+  BpfLink link(bpf_program__attach_kprobe_opts(object_.kprobe_program(), fn.name.c_str(), &opts));
+  if (!link)
+    *error = "cannot trace function " + fn.name + " with a kprobe (" + std::strerror(errno) +
+             "): it must exist and not be listed in /sys/kernel/debug/kprobes/blacklist";
+  return link;
+}
+
+std::string Attachments::mechanism_line() const {
+  size_t fentry = 0, kprobes = 0;
+  const std::string* because = nullptr;
+  for (const auto& fn : functions_) {
+    if (!fn.link) continue;
+    if (fn.kprobe_because.empty()) {
+      ++fentry;
+    } else {
+      ++kprobes;
+      if (!because) because = &fn.kprobe_because;
+    }
+  }
+  auto count = [](size_t n) { return std::to_string(n) + (n == 1 ? " function" : " functions"); };
+  if (!fentry && !kprobes) return "-f: no function attached";
+  std::string line = "-f:";
+  if (fentry) line += " fentry on " + count(fentry);
+  if (fentry && kprobes) line += ",";
+  if (kprobes) line += " kprobes on " + count(kprobes) + " (no fentry: " + *because + ")";
+  return line;
+}
+
 void Attachments::attach() {
   if (attached_) return;
   // Everything into locals first: a throw closes what this call attached.
@@ -212,13 +258,13 @@ void Attachments::attach() {
     if (!tracepoints.count(tp.str()))
       tracepoints.emplace(tp.str(), attach_tracepoint(tp, tracepoints, tracepoint_links_));
   std::vector<BpfLink> links(functions_.size());
+  std::vector<std::string> kprobe_because(functions_.size());
   size_t skipped = 0;
   std::string first_error;
   for (size_t i = 0; i < functions_.size(); ++i) {
-    links[i].reset(bpf_program__attach_trace(functions_[i].object->progs.stackmapd_fentry));
+    std::string why;
+    links[i] = attach_function(i, &kprobe_because[i], &why);
     if (links[i]) continue;
-    std::string why = "cannot trace function " + functions_[i].name + " with fentry (" +
-                      std::strerror(errno) + "): it must not be marked notrace";
     if (functions_[i].required) throw Error(why);
     if (skipped++ == 0) first_error = why;
   }
@@ -228,7 +274,10 @@ void Attachments::attach() {
 
   tracepoint_links_ = std::move(tracepoints);
   offcpu_link_ = std::move(offcpu);
-  for (size_t i = 0; i < functions_.size(); ++i) functions_[i].link = std::move(links[i]);
+  for (size_t i = 0; i < functions_.size(); ++i) {
+    functions_[i].link = std::move(links[i]);
+    functions_[i].kprobe_because = std::move(kprobe_because[i]);
+  }
   profile_links_ = std::move(profile);
   uprobe_links_ = std::move(uprobes);
   attached_ = true;
@@ -236,6 +285,8 @@ void Attachments::attach() {
   if (skipped)
     spdlog::warn("skipped {} of {} functions matched by -f globs, e.g.: {}", skipped,
                  functions_.size(), first_error);
+  if (!functions_.empty() && !announced_) spdlog::info("{}", mechanism_line());
+  announced_ = true;
 }
 
 void Attachments::reattach(const std::vector<Tracepoint>& events) {

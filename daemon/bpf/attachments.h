@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 // A session's event sources attached to its programs: one BPF link per
 // tracepoint (a perf event on CPU 0), one loaded copy of the object and its
-// link per fentry function, one link per uprobe site (all running one
-// program), one perf link per sampled CPU, and --offcpu's
+// link per fentry function, one kprobe link of the object's kprobe program
+// per function -f attaches that way (its source in the cookie; auto also
+// where fentry fails to load or attach), one link per uprobe site (all
+// running one program), one perf link per sampled CPU, and --offcpu's
 // link on sched:sched_switch. With --pinned, as Android's own clients attach
 // (no links or cookies before 5.15): PERF_EVENT_IOC_SET_BPF on each perf
 // event, owned by its PerfLink; each tracepoint runs a program copy of its
@@ -23,8 +25,9 @@ namespace stackmapd {
 
 class Attachments {
  public:
-  // Loads one copy of the object per function (skipping, with a warning,
-  // functions matched by a glob that do not load); attaches nothing.
+  // Loads one copy of the object per fentry function (skipping, with a
+  // warning, functions matched by a glob that do not load, or making them
+  // kprobes with SessionConfig::kprobe_fallback); attaches nothing.
   Attachments(const BpfObject& object, const SessionConfig& config);
   Attachments(const Attachments&) = delete;
   Attachments& operator=(const Attachments&) = delete;
@@ -51,6 +54,8 @@ class Attachments {
   struct Function {
     std::string name;
     bool required;
+    std::string kprobe_because;  // FunctionTarget's; empty: fentry through `object`
+    uint32_t source;
     StackmapdSkeleton object;
     BpfLink link;
   };
@@ -68,11 +73,18 @@ class Attachments {
   std::vector<BpfLink> attach_uprobes() const;
   std::vector<PerfLink> attach_profile() const;
   PerfLink attach_offcpu() const;  // empty without --offcpu
+  // Function i's link, by fentry or by kprobe (setting *kprobe_because when
+  // fentry fails over to it); empty with *error set when neither attaches.
+  BpfLink attach_function(size_t i, std::string* kprobe_because, std::string* error) const;
+  // "-f: fentry on 2 functions, kprobes on 1 (no fentry: ...)".
+  std::string mechanism_line() const;
 
   const BpfObject& object_;
   std::vector<Tracepoint> events_;
   TracepointLinks tracepoint_links_;
   std::vector<Function> functions_;
+  bool kprobe_fallback_;
+  bool announced_ = false;  // mechanism_line() said, at the first attach
   std::vector<PerfLink> profile_links_;
   // -u: each site with its source, and its link while attached.
   struct Uprobe {

@@ -143,6 +143,10 @@ bool BpfObject::load_own(const SessionConfig& config) {
   skel_ = open_skeleton(config);
   bpf_program__set_autoload(skel_->progs.stackmapd_profile, config.profile_hz > 0);
   bpf_program__set_autoload(skel_->progs.stackmapd_fentry, false);
+  const bool kprobes =
+      config.kprobe_fallback || std::any_of(config.functions.begin(), config.functions.end(),
+                                            [](const FunctionTarget& f) { return f.kprobe(); });
+  bpf_program__set_autoload(skel_->progs.stackmapd_kprobe, kprobes);
   bpf_program__set_autoload(skel_->progs.stackmapd_offcpu, config.offcpu.has_value());
   bpf_program__set_autoload(skel_->progs.stackmapd_follow_fork, config.follow_command);
   bpf_program__set_autoload(skel_->progs.stackmapd_follow_exit, config.follow_command);
@@ -199,6 +203,7 @@ bool BpfObject::load_own(const SessionConfig& config) {
   tracepoint_prog_ = bpf_program__fd(skel_->progs.stackmapd_tracepoint);
   profile_prog_ = config.profile_hz ? bpf_program__fd(skel_->progs.stackmapd_profile) : -1;
   offcpu_prog_ = config.offcpu ? bpf_program__fd(skel_->progs.stackmapd_offcpu) : -1;
+  kprobe_program_ = kprobes ? skel_->progs.stackmapd_kprobe : nullptr;
   globals_ = &skel_->bss->globals;
   if (config.follow_command) {
     // Before the command runs, so that none of its forks goes unseen.
@@ -326,6 +331,7 @@ StackmapdSkeleton BpfObject::load_function(const std::string& function, uint32_t
   bpf_program__set_autoload(obj->progs.stackmapd_tracepoint, false);
   bpf_program__set_autoload(obj->progs.stackmapd_profile, false);
   bpf_program__set_autoload(obj->progs.stackmapd_offcpu, false);
+  bpf_program__set_autoload(obj->progs.stackmapd_kprobe, false);
   bpf_program__set_autoload(obj->progs.stackmapd_follow_fork, false);
   bpf_program__set_autoload(obj->progs.stackmapd_follow_exit, false);
   bpf_program__set_autoload(obj->progs.stackmapd_uprobe, false);

@@ -68,6 +68,9 @@ class BpfObject {
   int offcpu_prog() const { return offcpu_prog_; }    // -1 without --offcpu
   // -u: the one program every uprobe link runs; null without -u.
   bpf_program* uprobe_prog() const;
+  // -f through kprobes (FunctionTarget::kprobe, SessionConfig::kprobe_fallback):
+  // attached once per function, its source in the cookie; null without.
+  const bpf_program* kprobe_program() const { return kprobe_program_; }
   // --offcpu: the threads switched out and not yet back (smt_offcpu_start by tid).
   int offcpu_start_fd() const { return offcpu_start_fd_; }
   // --pinned: the cookies by program slot, for programs attached without
@@ -119,7 +122,8 @@ class BpfObject {
   int slots_fd_ = -1, pool_fd_ = -1, batches_fd_ = -1, ids_fd_ = -1;
   int uslots_fd_ = -1, upool_fd_ = -1, unwind_rows_fd_ = -1, unwind_procs_fd_ = -1;
   int tracepoint_prog_ = -1, profile_prog_ = -1, offcpu_prog_ = -1, offcpu_start_fd_ = -1;
-  smt_globals* globals_ = nullptr;  // skel_'s .bss, or pinned_globals_
+  smt_globals* globals_ = nullptr;               // skel_'s .bss, or pinned_globals_
+  const bpf_program* kprobe_program_ = nullptr;  // skel_'s
 };
 
 }  // namespace stackmapd

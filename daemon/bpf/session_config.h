@@ -50,9 +50,12 @@ struct CgroupFilter {
 // session. A new option that fixes something at load belongs here, and so
 // takes part in that comparison by construction.
 struct TableConfig {
-  std::vector<FunctionTarget> functions;  // fentry, one program per function
-  uint32_t profile_hz = 0;                // CPU sampling on every online CPU; 0 = off
-  bool trace = false;                     // richer records for the per-event trace
+  // -f: fentry (one program per function), or kprobes (FunctionTarget::kprobe_because).
+  std::vector<FunctionTarget> functions;
+  ProbeMechanism probe_mechanism = ProbeMechanism::automatic;  // --probe-mechanism
+  bool kprobe_fallback = false;                                // FunctionPlan::kprobe_fallback
+  uint32_t profile_hz = 0;  // CPU sampling on every online CPU; 0 = off
+  bool trace = false;       // richer records for the per-event trace
   std::vector<uint32_t>
       filter_pids;  // only these processes (tgids), at most SMT_MAX_PIDS; none = all
   // Only tasks of these names (as task->comm keeps them), at most SMT_MAX_COMMS; none = all.

@@ -7,7 +7,7 @@
  * table: a stale or half-written stack under a fresh id. Here the daemon waits
  * until every program that may have seen the table live has finished, with an
  * RCU grace period: BPF programs run inside RCU read-side critical sections
- * (tracepoints and sampling with preemption or interrupts off, fentry under
+ * (tracepoints, kprobes and sampling with preemption or interrupts off, fentry under
  * rcu_read_lock()), and membarrier(MEMBARRIER_CMD_GLOBAL) is synchronize_rcu().
  * RCU's guarantee, used twice below: if any part of a program runs before a
  * grace period starts, all of it runs (its loads and stores are visible)

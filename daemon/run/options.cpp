@@ -24,9 +24,12 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
                             "'kmem:*'; default kmem:kmem_cache_alloc)"
                           : "Tracepoints CATEGORY:NAME (repeatable, globs like 'kmem:*')"));
   if (fg) {
-    app.add_option(
-        "-f,--function", o.functions,
-        "Kernel function to record stacks on through fentry (repeatable, globs like 'vfs_*')");
+    app.add_option("-f,--function", o.functions,
+                   "Kernel function to record stacks on, through fentry, or kprobes where the "
+                   "kernel or the function has no fentry (repeatable, globs like 'vfs_*')");
+    app.add_option("--probe-mechanism", o.probe_mechanism,
+                   "How -f attaches: auto (fentry where it can, kprobes elsewhere), fentry or "
+                   "kprobe");
     app.add_option("-u,--uprobe", o.uprobes,
                    "User-space probe BINARY:SYMBOL[+OFF] (a function's entry; globs like "
                    "'ngx_http_*') or BINARY:usdt:PROVIDER:NAME (a USDT probe), repeatable; "
@@ -128,6 +131,9 @@ SessionConfig SessionOptions::session_config() const {
   s.bits = static_cast<uint32_t>(bits);
   for (const auto& e : events) s.events.push_back(Tracepoint::parse(e));
   s.profile_hz = profile_hz;
+  s.probe_mechanism = parse_probe_mechanism(probe_mechanism);
+  if (s.probe_mechanism != ProbeMechanism::automatic && functions.empty())
+    throw Error("--probe-mechanism " + probe_mechanism + " applies to -f: add -f FUNCTION");
   s.filter_pids = running_processes(pids);
   s.filter_comms = task_names(comms);
   s.filter_cgroups = cgroup_filters(cgroups);

@@ -20,14 +20,15 @@ class App;
 namespace stackmapd {
 
 struct SessionOptions {
-  std::vector<std::string> events;     // CATEGORY:NAME
-  std::vector<std::string> functions;  // fentry globs, resolved later: foreground only
-  uint32_t profile_hz = 0;             // foreground only
-  std::vector<std::string> uprobes;    // -u specs (uprobe_sources.h): foreground only
-  std::vector<std::string> pids;       // --pid as given (lists): foreground only
-  std::vector<std::string> comms;      // --comm as given (lists): foreground only
-  std::vector<std::string> cgroups;    // --cgroup paths: foreground only
-  std::optional<uint32_t> cpu;         // foreground only
+  std::vector<std::string> events;       // CATEGORY:NAME
+  std::vector<std::string> functions;    // -f globs, resolved later: foreground only
+  std::string probe_mechanism = "auto";  // -f through auto|fentry|kprobe: foreground only
+  uint32_t profile_hz = 0;               // foreground only
+  std::vector<std::string> uprobes;      // -u specs (uprobe_sources.h): foreground only
+  std::vector<std::string> pids;         // --pid as given (lists): foreground only
+  std::vector<std::string> comms;        // --comm as given (lists): foreground only
+  std::vector<std::string> cgroups;      // --cgroup paths: foreground only
+  std::optional<uint32_t> cpu;           // foreground only
   long bits = SMT_DEFAULT_BITS;
   uint32_t ringbuf_kb = 1024;
   uint32_t verify = 0;
@@ -51,8 +52,8 @@ struct SessionOptions {
 enum class Command { foreground, daemon };
 
 // Adds -e, --bits, --ringbuf-kb, --verify, --pinned, --by, --sum, --hist, --filter, --offcpu,
-// --min-block-us, --max-keys, and for the foreground -f, -u, --profile, --pid,
-// --comm, --cgroup, --cpu, bound to `options`; their defaults are what `options` holds now.
+// --min-block-us, --max-keys, and for the foreground -f, --probe-mechanism, -u, --profile,
+// --pid, --comm, --cgroup, --cpu, bound to `options`; their defaults are what `options` holds now.
 void add_session_options(CLI::App& app, SessionOptions& options, Command command);
 
 }  // namespace stackmapd

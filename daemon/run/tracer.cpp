@@ -46,8 +46,14 @@ Snapshot trace(TraceOptions options, Recording* recording) {
   const std::string events_dir = mount_tracefs_events();
   options.session.trace = !options.trace_path.empty() || !options.perfetto_path.empty();
   resolve_session_events(options.session, events_dir);
-  options.session.functions = resolve_functions(
-      options.function_patterns, std::filesystem::path(events_dir).parent_path().string());
+  const std::string tracefs_dir = std::filesystem::path(events_dir).parent_path().string();
+  if (!options.function_patterns.empty()) {
+    FunctionPlan functions =
+        resolve_functions(options.function_patterns, tracefs_dir, options.session.probe_mechanism,
+                          ProbeSupport::probe(tracefs_dir));
+    options.session.functions = std::move(functions.targets);
+    options.session.kprobe_fallback = functions.kprobe_fallback;
+  }
   std::optional<TraceWriter> writer;
   if (!options.trace_path.empty()) writer.emplace(options.trace_path);
   // Perfetto interns a stack's function names with its first event: the

@@ -9,7 +9,8 @@
 #   ktest_mode=full     selftest, lazy allocation and memory cost, events per MB,
 #                       stat lines, ids after a reset, stress on both vCPUs,
 #                       tracefs backend of stackmapd, and its BPF backend
-#                       (fentry, tracepoint, profile; needs BTF)
+#                       (-f through fentry and through kprobes, tracepoint,
+#                       profile; needs BTF)
 #   ktest_mode=exhaust  pool exhaustion (boot with ftrace_stackmap.bits=10)
 #   ktest_mode=debug    selftest, ids after a reset, stress and exhaustion
 #                       (sanitizer kernel)
@@ -549,6 +550,41 @@ fentry_workload() {
 	done
 }
 
+# busybox dd reading /dev/zero a byte at a time: exactly $dd_reads calls of
+# vfs_read by tasks named dd (the shell forks under its own name, and exec
+# reads the binary through kernel_read, not vfs_read).
+dd_reads=3000
+dd_workload() {
+	dd if=/dev/zero of=/dev/null bs=1 count=$dd_reads 2> /dev/null
+}
+
+# -f vfs_read --comm dd through mechanism $1 (fentry or kprobe) around
+# dd_workload: hits must be exactly its reads, every stack vfs_read <-
+# ksys_read starting in vfs_read, and the log must say the mechanism in $2.
+check_function_count() { # mechanism expected-line
+	bpf_session "count-$1" dd_workload -f vfs_read --probe-mechanism "$1" --comm dd
+	bad=$(bpf_exports_bad)
+	hits=$(stat_val "$bpf_out" hits)
+	entries=$(stat_val "$bpf_out" entries)
+	[ "$hits" = "$dd_reads" ] || bad="${bad}hits $hits, not the $dd_reads reads of dd "
+	[ "$(stat_val "$bpf_out" drops)" = 0 ] || bad="${bad}drops $(stat_val "$bpf_out" drops) "
+	n=$(stacks_with "$bpf_out/stack_map" vfs_read ksys_read)
+	top=$(stacks_starting_in "$bpf_out/stack_map" vfs_read)
+	[ "$n" -gt 0 ] && [ "$n" = "$entries" ] && [ "$top" = "$entries" ] ||
+		bad="${bad}of $entries stacks $n vfs_read <- ksys_read, $top starting in vfs_read "
+	grep -qF -- "$2" "$bpf_log" || bad="${bad}no '$2' in the log "
+	figure dd_reads "$dd_reads"
+	figure "${1}_dd_hits" "$hits"
+	if [ -z "$bad" ]; then
+		result "bpf_${1}_count" PASS "-f vfs_read --probe-mechanism $1 --comm dd: $hits hits = dd's $dd_reads reads, $entries stacks vfs_read <- ksys_read; '$2'"
+		sed -n '1,6p' "$bpf_out/stack_map" | sed 's/^/    | /'
+	else
+		result "bpf_${1}_count" FAIL "-f vfs_read --probe-mechanism $1 --comm dd: $bad"
+		bpf_fail_log
+		head -20 "$bpf_out/stack_map" 2>/dev/null | sed 's/^/    | /'
+	fi
+}
+
 cpu_workload() { # both vCPUs in the kernel (read_zero) for ~4 s
 	taskset -c 0 dd if=/dev/zero of=/dev/null bs=64k count=1000000 2> /dev/null &
 	dd0=$!
@@ -591,6 +627,8 @@ run_bpf() {
 	top=$(stacks_starting_in "$bpf_out/stack_map" vfs_read)
 	[ "$top" -eq "$(stat_val "$bpf_out" entries)" ] ||
 		bad="${bad}only $top of $(stat_val "$bpf_out" entries) stacks start in vfs_read "
+	# auto picks fentry on this kernel, and says so.
+	grep -q -- '-f: fentry on 1 function$' "$bpf_log" || bad="${bad}no '-f: fentry on 1 function' line "
 	figure fentry_vfs_read_hits "$hits"
 	figure fentry_vfs_read_stacks "$(stat_val "$bpf_out" entries)"
 	figure fentry_vfs_read_prog_runs "$bpf_runs"
@@ -616,6 +654,27 @@ run_bpf() {
 		result bpf_fentry_glob PASS "-f 'vfs_rea*': $fns functions ($(sed -n 's/.* tracing \(.*\) until .*/\1/p' "$bpf_log")), $(stat_val "$bpf_out" hits) hits"
 	else
 		result bpf_fentry_glob FAIL "-f 'vfs_rea*': ${bad}$fns functions, $n stacks in vfs_rea*"
+		bpf_fail_log
+	fi
+
+	# Both mechanisms count a workload's reads exactly.
+	check_function_count fentry "-f: fentry on 1 function"
+	check_function_count kprobe "-f: kprobes on 1 function (no fentry: --probe-mechanism kprobe)"
+
+	# kprobes on a glob: one link each, the same program, sources by cookie.
+	bpf_session kprobe-glob fentry_workload -f 'vfs_rea*' --probe-mechanism kprobe
+	bad=$(bpf_exports_bad)
+	fns=$(sed -n 's/.*-f: kprobes on \([0-9]*\) functions.*/\1/p' "$bpf_log")
+	n=$(stacks_with "$bpf_out/stack_map" 'vfs_rea[a-z_]*')
+	top=$(stacks_starting_in "$bpf_out/stack_map" 'vfs_rea[a-z_]*')
+	[ "$top" = "$(stat_val "$bpf_out" entries)" ] ||
+		bad="${bad}only $top of $(stat_val "$bpf_out" entries) stacks start in vfs_rea* "
+	figure kprobe_glob_functions "$fns"
+	figure kprobe_glob_hits "$(stat_val "$bpf_out" hits)"
+	if [ -z "$bad" ] && [ "${fns:-0}" -gt 1 ] && [ "$n" -gt 0 ]; then
+		result bpf_kprobe_glob PASS "-f 'vfs_rea*' --probe-mechanism kprobe: $fns functions, $(stat_val "$bpf_out" hits) hits, $n stacks, all starting in vfs_rea*"
+	else
+		result bpf_kprobe_glob FAIL "-f 'vfs_rea*' --probe-mechanism kprobe: ${bad}${fns:-no} functions, $n stacks in vfs_rea*"
 		bpf_fail_log
 	fi
 
