@@ -47,6 +47,7 @@ const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool rer
   std::optional<ProcessMaps> m = ProcessMaps::read(pid, proc_);
   if (!m) return nullptr;
   if (maps_.size() >= kMaxProcesses) {
+    perf_maps_.erase(maps_.back().first);
     maps_.pop_back();
     ++processes_evicted_;
   }
@@ -79,12 +80,28 @@ std::shared_ptr<const UniqueFd> UserCapture::open_file(int32_t binary, const Map
   return fd;
 }
 
+std::optional<std::string> UserCapture::jit_name(uint64_t key, uint32_t pid, uint64_t addr,
+                                                 bool is_return, bool& reread) {
+  auto [it, added] = perf_maps_.try_emplace(key);
+  if (added) it->second = PerfMap::read(pid, proc_);
+  std::optional<std::string> name = it->second ? it->second->find(addr, is_return) : std::nullopt;
+  // Code compiled since the map was read: read it again, once per stack.
+  if (!name && !added && !reread) {
+    reread = true;
+    if (std::optional<PerfMap> fresh = PerfMap::read(pid, proc_)) {
+      it->second = std::move(fresh);
+      name = it->second->find(addr, is_return);
+    }
+  }
+  return name;
+}
+
 CapturedStack UserCapture::capture(const UserStackIps& ips) {
   CapturedStack c;
   c.stack.pid = ips.pid;
   const ProcessMaps* maps = maps_of(ips.pid, ips.exec_id, false);
   // Code mapped since the maps were read (dlopen): read them again, once.
-  bool reread = false;
+  bool reread = false, perf_map_reread = false;
   for (uint64_t addr : ips.ips) {
     UserFrame f;
     f.addr = addr;
@@ -100,6 +117,11 @@ CapturedStack UserCapture::capture(const UserStackIps& ips) {
       // frame pointers reads data): the stack ends before it, never with it.
       if (!code && !c.stack.frames.empty()) break;
       if (code && code->name == "[vdso]") f.symbols = {"[vdso]"};
+      if (code && code->name.empty()) {
+        if (auto name = jit_name(uint64_t{ips.exec_id} << 32 | ips.pid, ips.pid, addr,
+                                 !c.stack.frames.empty(), perf_map_reread))
+          f.symbols = {std::move(*name)};
+      }
     }
     if (file) {
       f.binary = binary_index(*file);

@@ -6,7 +6,9 @@
 // a frame-pointer walk's read of data, never a frame), and each binary the symbolizer has not
 // opened yet is opened now, so that symbolize() needs nothing of the process: a process that exits
 // between the two steps keeps its symbols. symbolize() then names the frames with libdwfl
-// (user_symbolizer.h), the slow step.
+// (user_symbolizer.h), the slow step. A frame in anonymous executable memory
+// (JIT code) is named at capture from the process's /tmp/perf-PID.map
+// (perf_map.h), read at the first such frame of the process.
 //
 // Memory is bounded: kMaxProcesses processes' maps and UserSymbolizer's open
 // binaries, each cap counted. One thread uses an instance.
@@ -16,11 +18,13 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "daemon/model/user_stack.h"
+#include "daemon/symbols/perf_map.h"
 #include "daemon/symbols/user_maps.h"
 #include "daemon/symbols/user_symbolizer.h"
 #include "daemon/sys/unique_fd.h"
@@ -69,6 +73,10 @@ class UserCapture {
   int32_t binary_index(const MappedFile& f);
   std::shared_ptr<const UniqueFd> open_file(int32_t binary, const MappedFile& f);
   const std::string& key_of(int32_t binary) const;
+  // The name of JIT code at `addr` in the process cached under `key`;
+  // `reread`: whether this stack read its perf map again already.
+  std::optional<std::string> jit_name(uint64_t key, uint32_t pid, uint64_t addr, bool is_return,
+                                      bool& reread);
 
   std::string proc_;
   std::unique_ptr<UnwindLoader> unwind_;
@@ -78,6 +86,8 @@ class UserCapture {
   std::vector<UserBinary> binaries_;
   std::map<std::pair<std::string, std::string>, int32_t> binary_ids_;  // (path, build id)
   std::map<int32_t, std::shared_ptr<const UniqueFd>> open_files_;      // by binary
+  // (pid, exec id) -> its perf map, for the processes in maps_; nullopt: it has none.
+  std::map<uint64_t, std::optional<PerfMap>> perf_maps_;
   uint64_t processes_evicted_ = 0;
 };
 
