@@ -30,7 +30,7 @@ bool reaches_entry_point(const UserStack& s) {
 UserCapture::UserCapture(std::string proc, std::unique_ptr<UnwindLoader> unwind)
     : proc_(std::move(proc)), unwind_(std::move(unwind)) {}
 
-const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool reread) {
+const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool reread, bool& read) {
   const uint64_t key = uint64_t{exec_id} << 32 | pid;
   for (auto it = maps_.begin(); it != maps_.end(); ++it)
     if (it->first == key) {
@@ -38,7 +38,7 @@ const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool rer
         std::optional<ProcessMaps> fresh = ProcessMaps::read(pid, proc_);
         if (fresh) {
           it->second = std::move(*fresh);
-          if (unwind_) unwind_->load(pid, exec_id, it->second);  // code mapped since (dlopen)
+          read = true;  // code mapped since (dlopen): its unwind tables too
         }
       }
       maps_.splice(maps_.begin(), maps_, it);
@@ -52,8 +52,7 @@ const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool rer
     ++processes_evicted_;
   }
   maps_.emplace_front(key, std::move(*m));
-  // The first sight of this process (or of its exec): its unwind tables too.
-  if (unwind_) unwind_->load(pid, exec_id, maps_.front().second);
+  read = true;  // the first sight of this process (or of its exec): its unwind tables too
   return &maps_.front().second;
 }
 
@@ -99,7 +98,8 @@ std::optional<std::string> UserCapture::jit_name(uint64_t key, uint32_t pid, uin
 CapturedStack UserCapture::capture(const UserStackIps& ips) {
   CapturedStack c;
   c.stack.pid = ips.pid;
-  const ProcessMaps* maps = maps_of(ips.pid, ips.exec_id, false);
+  bool read = false;
+  const ProcessMaps* maps = maps_of(ips.pid, ips.exec_id, false, read);
   // Code mapped since the maps were read (dlopen): read them again, once.
   bool reread = false, perf_map_reread = false;
   for (uint64_t addr : ips.ips) {
@@ -108,7 +108,7 @@ CapturedStack UserCapture::capture(const UserStackIps& ips) {
     const MappedFile* file = maps ? maps->find(addr) : nullptr;
     if (!file && maps && !reread && !maps->find_other_code(addr)) {
       reread = true;
-      maps = maps_of(ips.pid, ips.exec_id, true);
+      maps = maps_of(ips.pid, ips.exec_id, true, read);
       file = maps ? maps->find(addr) : nullptr;
     }
     if (!file && maps) {
@@ -133,6 +133,9 @@ CapturedStack UserCapture::capture(const UserStackIps& ips) {
     c.stack.frames.push_back(std::move(f));
   }
   c.gone = maps == nullptr;
+  // Only now, the binaries held: building a new binary's tables takes
+  // milliseconds, which a process that lives 50 ms may not have left.
+  if (read && unwind_ && maps) unwind_->load(ips.pid, ips.exec_id, *maps);
   return c;
 }
 

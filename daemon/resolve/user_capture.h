@@ -69,7 +69,8 @@ class UserCapture {
   UnwindCounts unwind_counts() const { return unwind_ ? unwind_->counts() : UnwindCounts{}; }
 
  private:
-  const ProcessMaps* maps_of(uint32_t pid, uint32_t exec_id, bool reread);
+  // `read`: set when the maps were read now (their unwind tables are due).
+  const ProcessMaps* maps_of(uint32_t pid, uint32_t exec_id, bool reread, bool& read);
   int32_t binary_index(const MappedFile& f);
   std::shared_ptr<const UniqueFd> open_file(int32_t binary, const MappedFile& f);
   const std::string& key_of(int32_t binary) const;
