@@ -106,9 +106,12 @@ void resymbolize_user_stacks(UserStackSet& set, const std::string& dir) {
   for (auto& [id, s] : set.stacks)
     for (size_t i = 0; i < s.frames.size(); ++i) {
       UserFrame& f = s.frames[i];
+      // A frame in no file (JIT code named from its perf map, the vdso) has
+      // nothing in DIR: its name is the one found live.
       const bool in_file = f.binary >= 0 && static_cast<size_t>(f.binary) < set.binaries.size();
-      const std::string build_id = in_file ? set.binaries[f.binary].build_id : "";
-      if (in_file && uncopied.count(build_id)) continue;
+      if (!in_file) continue;
+      const std::string& build_id = set.binaries[f.binary].build_id;
+      if (uncopied.count(build_id)) continue;
       f.symbols.clear();
       f.srcline.clear();
       f.elf_addr = 0;

@@ -31,7 +31,8 @@ void save_user_binaries(const std::string& dir, const UserStackSet& set, gid_t g
 // frames whose binary is not there become unresolved ([binary]+0xoff),
 // except those of a binary DIR/binaries/index lists without its copy (the
 // daemon could not copy it: deleted before the export, or over the cap),
-// which keep the names found while the process lived.
+// which keep the names found while the process lived, as frames in no file
+// do (JIT code named from its perf map, the vdso).
 // Throws Error when DIR has no binaries/ directory.
 void resymbolize_user_stacks(UserStackSet& set, const std::string& dir);
 

@@ -28,7 +28,9 @@ bool reaches_entry_point(const UserStack& s) {
 }
 
 UserCapture::UserCapture(std::string proc, std::unique_ptr<UnwindLoader> unwind)
-    : proc_(std::move(proc)), unwind_(std::move(unwind)) {}
+    : proc_(std::move(proc)) {
+  if (unwind) unwind_ = std::make_unique<UnwindThread>(std::move(unwind));
+}
 
 const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool reread, bool& read) {
   const uint64_t key = uint64_t{exec_id} << 32 | pid;
@@ -133,8 +135,8 @@ CapturedStack UserCapture::capture(const UserStackIps& ips) {
     c.stack.frames.push_back(std::move(f));
   }
   c.gone = maps == nullptr;
-  // Only now, the binaries held: building a new binary's tables takes
-  // milliseconds, which a process that lives 50 ms may not have left.
+  // The tables on their own thread: building a new binary's takes up to
+  // 150 ms (libc's), which the next processes, if short-lived, do not have.
   if (read && unwind_ && maps) unwind_->load(ips.pid, ips.exec_id, *maps);
   return c;
 }

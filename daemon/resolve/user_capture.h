@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "daemon/model/user_stack.h"
+#include "daemon/resolve/unwind_thread.h"
 #include "daemon/symbols/perf_map.h"
 #include "daemon/symbols/user_maps.h"
 #include "daemon/symbols/user_symbolizer.h"
@@ -55,7 +56,8 @@ class UserCapture {
   static constexpr size_t kMaxOpenFiles = 128;
 
   // `proc` is the proc filesystem's root (tests pass another); `unwind`, when
-  // given, gets each process's maps as they are read (its unwind tables).
+  // given, gets each process's maps as they are read (its unwind tables), on
+  // a thread of its own (unwind_thread.h).
   explicit UserCapture(std::string proc = "/proc", std::unique_ptr<UnwindLoader> unwind = nullptr);
 
   CapturedStack capture(const UserStackIps& ips);
@@ -80,7 +82,7 @@ class UserCapture {
                                       bool& reread);
 
   std::string proc_;
-  std::unique_ptr<UnwindLoader> unwind_;
+  std::unique_ptr<UnwindThread> unwind_;  // null without unwind tables
   UserSymbolizer symbolizer_;
   // (pid, exec id) -> maps, most recently used first: an exec is a new key.
   std::list<std::pair<uint64_t, ProcessMaps>> maps_;

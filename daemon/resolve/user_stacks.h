@@ -17,8 +17,8 @@
 // those and copies them, no stack queued later.
 //
 // This worker is where per-process work that must run while the process
-// lives belongs: it also loads each process's unwind tables at first sight
-// (daemon/unwind/unwind_loader.h).
+// lives belongs: it also hands each process's maps, at first sight, to the
+// thread that loads its unwind tables (daemon/resolve/unwind_thread.h).
 #pragma once
 
 #include <condition_variable>

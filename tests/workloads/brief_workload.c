@@ -36,6 +36,12 @@ static double now_ms(void)
 __attribute__((noinline)) long brief_level_three(void)
 {
 	long ret;
+
+	/* A leaf sets up no frame (GCC 12 even with -mno-omit-leaf-frame-pointer),
+	 * which would hide its caller from a frame-pointer walk (what the
+	 * unwinder does before the process's tables are in): asking for its frame
+	 * address makes one. */
+	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
 #if defined(__x86_64__)
 	__asm__ volatile("syscall" : "=a"(ret) : "0"((long)SYS_getppid) : "rcx", "r11", "memory");
 #else
