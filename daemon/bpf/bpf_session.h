@@ -130,10 +130,11 @@ class BpfSession {
   const StackStore& store() const { return store_; }
   // --user-stacks: the user stacks seen so far (null without it); a
   // record's are there once the consumer has counted it. Waits for the
-  // resolver's worker to name the stacks queued since the last call.
+  // resolver's worker to name the stacks queued since the last call, handing
+  // it new stacks meanwhile.
   const UserStackSet* user_stacks() {
     UserStackCollector* u = resolver_.user_stacks();
-    return u ? &u->resolved() : nullptr;
+    return u ? &u->resolved([this] { see_user_stacks(); }) : nullptr;
   }
   uint32_t bits() const { return table_.bits(); }
   uint32_t hash_seed() const { return hash_seed_; }

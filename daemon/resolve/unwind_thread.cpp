@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/resolve/unwind_thread.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 namespace stackmapd {
 
 UnwindThread::UnwindThread(std::unique_ptr<UnwindLoader> loader)
@@ -29,6 +32,8 @@ UnwindCounts UnwindThread::counts() const {
 }
 
 void UnwindThread::run() {
+  // Behind the capturing thread and the loop, on a busy machine too.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kBackgroundNice);
   for (;;) {
     Job job;
     {

@@ -20,6 +20,11 @@
 
 namespace stackmapd {
 
+// The nice value of the resolver's slow threads (this one, the symbolizing
+// one): on a loaded machine (2 CPUs, load 9 here) the capture of a 50 ms
+// process's stack lost the CPU to them and came after the process's exit.
+inline constexpr int kBackgroundNice = 10;
+
 class UnwindThread {
  public:
   explicit UnwindThread(std::unique_ptr<UnwindLoader> loader);

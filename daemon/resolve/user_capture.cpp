@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -97,7 +98,25 @@ std::optional<std::string> UserCapture::jit_name(uint64_t key, uint32_t pid, uin
   return name;
 }
 
+std::vector<UserBinary> UserCapture::binaries(size_t from) const {
+  std::lock_guard lock(mu_);
+  return {binaries_.begin() + std::min(from, binaries_.size()), binaries_.end()};
+}
+
+size_t UserCapture::binary_count() const {
+  std::lock_guard lock(mu_);
+  return binaries_.size();
+}
+
+uint64_t UserCapture::processes_evicted() const {
+  std::lock_guard lock(mu_);
+  return processes_evicted_;
+}
+
+uint64_t UserCapture::binaries_evicted() const { return symbolizer_.evictions(); }
+
 CapturedStack UserCapture::capture(const UserStackIps& ips) {
+  std::lock_guard lock(mu_);
   CapturedStack c;
   c.stack.pid = ips.pid;
   bool read = false;
@@ -130,7 +149,7 @@ CapturedStack UserCapture::capture(const UserStackIps& ips) {
       f.file_offset = addr - file->start + file->pgoff;
       // /proc/PID/map_files/... opens only while the process lives.
       auto [at, added] = c.files.try_emplace(f.binary, CapturedStack::File{file->open_path, {}});
-      if (added && !symbolizer_.holds(key_of(f.binary))) at->second.fd = open_file(f.binary, *file);
+      if (added && !held_.count(key_of(f.binary))) at->second.fd = open_file(f.binary, *file);
     }
     c.stack.frames.push_back(std::move(f));
   }
@@ -147,15 +166,26 @@ UserStack UserCapture::symbolize(CapturedStack&& c) {
     UserFrame& f = s.frames[i];
     if (f.binary < 0) continue;
     const CapturedStack::File& at = c.files[f.binary];
-    const std::string& key = key_of(f.binary);
+    std::string key;
+    {
+      std::lock_guard lock(mu_);
+      key = key_of(f.binary);
+    }
     // Read through the descriptor kept open: the process may be gone. A
     // binary it could not open stays unnamed in this stack only; resolve()
     // would keep it as unreadable for every process that maps it.
     std::string file = at.open_path;
     if (at.fd && *at.fd) file = "/proc/self/fd/" + std::to_string(at.fd->get());
     else if (!symbolizer_.holds(key)) continue;
+    const uint64_t evictions = symbolizer_.evictions();
     UserSymbolizer::Result r = symbolizer_.resolve(key, file, f.file_offset, i > 0);
-    open_files_.erase(f.binary);  // open in the symbolizer now (or unreadable)
+    {
+      std::lock_guard lock(mu_);
+      open_files_.erase(f.binary);  // open in the symbolizer now (or unreadable)
+      held_.insert(key);
+      if (symbolizer_.evictions() != evictions)
+        std::erase_if(held_, [this](const std::string& k) { return !symbolizer_.holds(k); });
+    }
     f.elf_addr = r.elf_addr;
     f.symbols = std::move(r.symbols);
     f.srcline = std::move(r.srcline);

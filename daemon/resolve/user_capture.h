@@ -11,14 +11,18 @@
 // (perf_map.h), read at the first such frame of the process.
 //
 // Memory is bounded: kMaxProcesses processes' maps and UserSymbolizer's open
-// binaries, each cap counted. One thread uses an instance.
+// binaries, each cap counted. Two threads use an instance: one capture()s,
+// one symbolize()s (a new binary's first names take up to 300 ms, libc's
+// with its debug file: captures must not wait for them).
 #pragma once
 
 #include <cstdint>
 #include <list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,10 +68,11 @@ class UserCapture {
   // Fills the frames' symbols and whether the stack is whole.
   UserStack symbolize(CapturedStack&& c);
 
-  // Every binary a frame named so far, by index (UserFrame::binary).
-  const std::vector<UserBinary>& binaries() const { return binaries_; }
-  uint64_t processes_evicted() const { return processes_evicted_; }
-  uint64_t binaries_evicted() const { return symbolizer_.evictions(); }
+  // The binaries frames named so far, by index (UserFrame::binary), from `from` on.
+  std::vector<UserBinary> binaries(size_t from) const;
+  size_t binary_count() const;
+  uint64_t processes_evicted() const;
+  uint64_t binaries_evicted() const;  // the symbolizing thread's
   UnwindCounts unwind_counts() const { return unwind_ ? unwind_->counts() : UnwindCounts{}; }
 
  private:
@@ -83,7 +88,11 @@ class UserCapture {
 
   std::string proc_;
   std::unique_ptr<UnwindThread> unwind_;  // null without unwind tables
-  UserSymbolizer symbolizer_;
+  UserSymbolizer symbolizer_;             // symbolize()'s alone
+  mutable std::mutex mu_;                 // guards what follows
+  // The symbolizer's keys as symbolize() last saw them: capture() holds a
+  // binary open for it only when it is not there.
+  std::set<std::string> held_;
   // (pid, exec id) -> maps, most recently used first: an exec is a new key.
   std::list<std::pair<uint64_t, ProcessMaps>> maps_;
   std::vector<UserBinary> binaries_;
