@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Symbols that outlive the process, as root on this kernel (issue 27, target 5):
+# Symbols that outlive the process, as root on this kernel:
 # tests/workloads/brief_workload.c lives 50 ms, making getppid through
 # main -> brief_level_one -> two -> three, from a copy in $tmp that is
 # deleted as soon as it exits, before the session ends. Every export must
