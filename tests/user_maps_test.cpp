@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 #include "daemon/model/user_stack.h"
+#include "daemon/symbols/perf_map.h"
 #include "daemon/symbols/user_symbolizer.h"
 
 namespace stackmapd {
@@ -72,6 +75,35 @@ TEST(UserStack, FrameNamesAsPerfPrintsThem) {
   EXPECT_EQ(user_frame_names(set, unresolved, true), std::vector<std::string>{"[prog]+0x1fff"});
   UserFrame anonymous{0x7f00deadbeef, -1, 0, 0, {}, ""};
   EXPECT_EQ(user_frame_names(set, anonymous, true), std::vector<std::string>{"0x7f00deadbeef"});
+}
+
+TEST(PerfMap, NamesJitCodeAsPerfReadsIt) {
+  const PerfMap m = PerfMap::parse(
+      "7f0000001000 40 jit_one\n"
+      "7f0000000100 10 LazyCompile:*foo bar.js:3\n"
+      "not a line\n"
+      "7f0000002000 0 empty\n"
+      "7f0000001000 20 jit_one_recompiled\n");
+  EXPECT_EQ(m.size(), 2u) << "bad and empty lines skipped, one start kept";
+  EXPECT_EQ(m.find(0x7f0000000104), "LazyCompile:*foo bar.js:3+0x4") << "names keep their spaces";
+  EXPECT_EQ(m.find(0x7f0000001008), "jit_one_recompiled+0x8") << "the later line of a start wins";
+  EXPECT_EQ(m.find(0x7f0000001020), std::nullopt) << "end is exclusive";
+  EXPECT_EQ(m.find(0x7f0000001020, true), "jit_one_recompiled+0x20")
+      << "a return address is in its call, its offset its own";
+  EXPECT_EQ(m.find(0x7f00000000ff), std::nullopt);
+}
+
+TEST(PerfMap, ReadsThisProcessesMapThroughProc) {
+  const std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("1000 10 here\n", f);
+  fclose(f);
+  std::optional<PerfMap> m = PerfMap::read(getpid());
+  unlink(path.c_str());
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->find(0x1001), "here+0x1");
+  EXPECT_FALSE(PerfMap::read(getpid())) << "no map: none";
 }
 
 }  // namespace

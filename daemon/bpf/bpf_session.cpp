@@ -221,14 +221,18 @@ void BpfSession::watch_ring_drops(bool at_end) {
   if (auto burst = ring_full_.finish()) say(*burst);
 }
 
+// A user stack goes to the resolver when the table publishes it, not when
+// an event naming it leaves the batches: a process that exits meanwhile
+// is still there to be read.
+void BpfSession::see_user_stacks() {
+  if (UserStackCollector* u = resolver_.user_stacks())
+    user_scanned_ = user_table_.scan(user_scanned_, [u](uint32_t id) { u->see(id); });
+}
+
 size_t BpfSession::drain(int timeout_ms) {
   const size_t n = consumer_.drain(timeout_ms);
   watch_ring_drops(false);
-  // A user stack goes to the resolver when the table publishes it, not when
-  // an event naming it leaves the batches: a process that exits meanwhile
-  // is still there to be read.
-  if (UserStackCollector* u = resolver_.user_stacks())
-    user_scanned_ = user_table_.scan(user_scanned_, [u](uint32_t id) { u->see(id); });
+  see_user_stacks();
   if (trace_) {
     // A snapshot holding its cut reads its own copies (snapshot()).
     if (!consumer_.holding()) {

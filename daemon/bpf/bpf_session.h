@@ -103,6 +103,13 @@ class BpfSession {
   // buffers in place too, so an idle CPU's events wait for no more. Returns
   // the number of records consumed.
   size_t drain(int timeout_ms);
+  // --user-stacks: hands the stacks the user table published since the last
+  // call to the resolver (drain() does too). Cheap when there are none: the
+  // loop calls it every kUserStackScanMs, so that a process that lives 50 ms
+  // is still there when its first stack is captured.
+  static constexpr int kUserStackScanMs = 10;
+  void see_user_stacks();
+  bool has_user_stacks() const { return resolver_.user_stacks() != nullptr; }
 
   // Empties the table while events keep arriving and returns the final state
   // of the epoch it ended. Throws Error if it cannot: before the table is
@@ -123,10 +130,11 @@ class BpfSession {
   const StackStore& store() const { return store_; }
   // --user-stacks: the user stacks seen so far (null without it); a
   // record's are there once the consumer has counted it. Waits for the
-  // resolver's worker to name the stacks queued since the last call.
+  // resolver's worker to name the stacks queued since the last call, handing
+  // it new stacks meanwhile.
   const UserStackSet* user_stacks() {
     UserStackCollector* u = resolver_.user_stacks();
-    return u ? &u->resolved() : nullptr;
+    return u ? &u->resolved([this] { see_user_stacks(); }) : nullptr;
   }
   uint32_t bits() const { return table_.bits(); }
   uint32_t hash_seed() const { return hash_seed_; }

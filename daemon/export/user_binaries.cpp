@@ -94,15 +94,27 @@ void resymbolize_user_stacks(UserStackSet& set, const std::string& dir) {
   if (!fs::is_directory(bin_dir, ec))
     throw Error("--user-symbols-from " + dir + ": no binaries/ directory there; give the " +
                 "export directory the daemon wrote with --user-stacks");
+  // The binaries the daemon indexed but could not copy (deleted before the
+  // export, or over the cap): their frames keep the names found live.
+  std::set<std::string> uncopied;
+  std::ifstream index(bin_dir / "index");
+  for (std::string line; std::getline(index, line);) {
+    const std::string build_id = line.substr(0, line.find(' '));
+    if (!build_id.empty() && !fs::exists(bin_dir / build_id, ec)) uncopied.insert(build_id);
+  }
   UserSymbolizer symbolizer;
   for (auto& [id, s] : set.stacks)
     for (size_t i = 0; i < s.frames.size(); ++i) {
       UserFrame& f = s.frames[i];
+      // A frame in no file (JIT code named from its perf map, the vdso) has
+      // nothing in DIR: its name is the one found live.
+      const bool in_file = f.binary >= 0 && static_cast<size_t>(f.binary) < set.binaries.size();
+      if (!in_file) continue;
+      const std::string& build_id = set.binaries[f.binary].build_id;
+      if (uncopied.count(build_id)) continue;
       f.symbols.clear();
       f.srcline.clear();
       f.elf_addr = 0;
-      if (f.binary < 0 || static_cast<size_t>(f.binary) >= set.binaries.size()) continue;
-      const std::string& build_id = set.binaries[f.binary].build_id;
       if (build_id.empty() || !fs::exists(bin_dir / build_id, ec)) continue;
       UserSymbolizer::Result r =
           symbolizer.resolve(build_id, (bin_dir / build_id).string(), f.file_offset, i > 0);

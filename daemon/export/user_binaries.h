@@ -28,7 +28,11 @@ void save_user_binaries(const std::string& dir, const UserStackSet& set, gid_t g
                         uint64_t max_bytes = kSavedBinariesMaxBytes);
 
 // Symbolizes every frame of `set` again from DIR/binaries/BUILD_ID alone;
-// frames whose binary is not there become unresolved ([binary]+0xoff).
+// frames whose binary is not there become unresolved ([binary]+0xoff),
+// except those of a binary DIR/binaries/index lists without its copy (the
+// daemon could not copy it: deleted before the export, or over the cap),
+// which keep the names found while the process lived, as frames in no file
+// do (JIT code named from its perf map, the vdso).
 // Throws Error when DIR has no binaries/ directory.
 void resymbolize_user_stacks(UserStackSet& set, const std::string& dir);
 

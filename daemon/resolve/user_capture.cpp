@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -28,9 +29,11 @@ bool reaches_entry_point(const UserStack& s) {
 }
 
 UserCapture::UserCapture(std::string proc, std::unique_ptr<UnwindLoader> unwind)
-    : proc_(std::move(proc)), unwind_(std::move(unwind)) {}
+    : proc_(std::move(proc)) {
+  if (unwind) unwind_ = std::make_unique<UnwindThread>(std::move(unwind));
+}
 
-const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool reread) {
+const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool reread, bool& read) {
   const uint64_t key = uint64_t{exec_id} << 32 | pid;
   for (auto it = maps_.begin(); it != maps_.end(); ++it)
     if (it->first == key) {
@@ -38,7 +41,7 @@ const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool rer
         std::optional<ProcessMaps> fresh = ProcessMaps::read(pid, proc_);
         if (fresh) {
           it->second = std::move(*fresh);
-          if (unwind_) unwind_->load(pid, exec_id, it->second);  // code mapped since (dlopen)
+          read = true;  // code mapped since (dlopen): its unwind tables too
         }
       }
       maps_.splice(maps_.begin(), maps_, it);
@@ -47,12 +50,12 @@ const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool rer
   std::optional<ProcessMaps> m = ProcessMaps::read(pid, proc_);
   if (!m) return nullptr;
   if (maps_.size() >= kMaxProcesses) {
+    perf_maps_.erase(maps_.back().first);
     maps_.pop_back();
     ++processes_evicted_;
   }
   maps_.emplace_front(key, std::move(*m));
-  // The first sight of this process (or of its exec): its unwind tables too.
-  if (unwind_) unwind_->load(pid, exec_id, maps_.front().second);
+  read = true;  // the first sight of this process (or of its exec): its unwind tables too
   return &maps_.front().second;
 }
 
@@ -79,19 +82,54 @@ std::shared_ptr<const UniqueFd> UserCapture::open_file(int32_t binary, const Map
   return fd;
 }
 
+std::optional<std::string> UserCapture::jit_name(uint64_t key, uint32_t pid, uint64_t addr,
+                                                 bool is_return, bool& reread) {
+  auto [it, added] = perf_maps_.try_emplace(key);
+  if (added) it->second = PerfMap::read(pid, proc_);
+  std::optional<std::string> name = it->second ? it->second->find(addr, is_return) : std::nullopt;
+  // Code compiled since the map was read: read it again, once per stack.
+  if (!name && !added && !reread) {
+    reread = true;
+    if (std::optional<PerfMap> fresh = PerfMap::read(pid, proc_)) {
+      it->second = std::move(fresh);
+      name = it->second->find(addr, is_return);
+    }
+  }
+  return name;
+}
+
+std::vector<UserBinary> UserCapture::binaries(size_t from) const {
+  std::lock_guard lock(mu_);
+  return {binaries_.begin() + std::min(from, binaries_.size()), binaries_.end()};
+}
+
+size_t UserCapture::binary_count() const {
+  std::lock_guard lock(mu_);
+  return binaries_.size();
+}
+
+uint64_t UserCapture::processes_evicted() const {
+  std::lock_guard lock(mu_);
+  return processes_evicted_;
+}
+
+uint64_t UserCapture::binaries_evicted() const { return symbolizer_.evictions(); }
+
 CapturedStack UserCapture::capture(const UserStackIps& ips) {
+  std::lock_guard lock(mu_);
   CapturedStack c;
   c.stack.pid = ips.pid;
-  const ProcessMaps* maps = maps_of(ips.pid, ips.exec_id, false);
+  bool read = false;
+  const ProcessMaps* maps = maps_of(ips.pid, ips.exec_id, false, read);
   // Code mapped since the maps were read (dlopen): read them again, once.
-  bool reread = false;
+  bool reread = false, perf_map_reread = false;
   for (uint64_t addr : ips.ips) {
     UserFrame f;
     f.addr = addr;
     const MappedFile* file = maps ? maps->find(addr) : nullptr;
     if (!file && maps && !reread && !maps->find_other_code(addr)) {
       reread = true;
-      maps = maps_of(ips.pid, ips.exec_id, true);
+      maps = maps_of(ips.pid, ips.exec_id, true, read);
       file = maps ? maps->find(addr) : nullptr;
     }
     if (!file && maps) {
@@ -100,17 +138,25 @@ CapturedStack UserCapture::capture(const UserStackIps& ips) {
       // frame pointers reads data): the stack ends before it, never with it.
       if (!code && !c.stack.frames.empty()) break;
       if (code && code->name == "[vdso]") f.symbols = {"[vdso]"};
+      if (code && code->name.empty()) {
+        if (auto name = jit_name(uint64_t{ips.exec_id} << 32 | ips.pid, ips.pid, addr,
+                                 !c.stack.frames.empty(), perf_map_reread))
+          f.symbols = {std::move(*name)};
+      }
     }
     if (file) {
       f.binary = binary_index(*file);
       f.file_offset = addr - file->start + file->pgoff;
       // /proc/PID/map_files/... opens only while the process lives.
       auto [at, added] = c.files.try_emplace(f.binary, CapturedStack::File{file->open_path, {}});
-      if (added && !symbolizer_.holds(key_of(f.binary))) at->second.fd = open_file(f.binary, *file);
+      if (added && !held_.count(key_of(f.binary))) at->second.fd = open_file(f.binary, *file);
     }
     c.stack.frames.push_back(std::move(f));
   }
   c.gone = maps == nullptr;
+  // The tables on their own thread: building a new binary's takes up to
+  // 150 ms (libc's), which the next processes, if short-lived, do not have.
+  if (read && unwind_ && maps) unwind_->load(ips.pid, ips.exec_id, *maps);
   return c;
 }
 
@@ -120,15 +166,26 @@ UserStack UserCapture::symbolize(CapturedStack&& c) {
     UserFrame& f = s.frames[i];
     if (f.binary < 0) continue;
     const CapturedStack::File& at = c.files[f.binary];
-    const std::string& key = key_of(f.binary);
+    std::string key;
+    {
+      std::lock_guard lock(mu_);
+      key = key_of(f.binary);
+    }
     // Read through the descriptor kept open: the process may be gone. A
     // binary it could not open stays unnamed in this stack only; resolve()
     // would keep it as unreadable for every process that maps it.
     std::string file = at.open_path;
     if (at.fd && *at.fd) file = "/proc/self/fd/" + std::to_string(at.fd->get());
     else if (!symbolizer_.holds(key)) continue;
+    const uint64_t evictions = symbolizer_.evictions();
     UserSymbolizer::Result r = symbolizer_.resolve(key, file, f.file_offset, i > 0);
-    open_files_.erase(f.binary);  // open in the symbolizer now (or unreadable)
+    {
+      std::lock_guard lock(mu_);
+      open_files_.erase(f.binary);  // open in the symbolizer now (or unreadable)
+      held_.insert(key);
+      if (symbolizer_.evictions() != evictions)
+        std::erase_if(held_, [this](const std::string& k) { return !symbolizer_.holds(k); });
+    }
     f.elf_addr = r.elf_addr;
     f.symbols = std::move(r.symbols);
     f.srcline = std::move(r.srcline);

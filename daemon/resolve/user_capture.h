@@ -6,21 +6,30 @@
 // a frame-pointer walk's read of data, never a frame), and each binary the symbolizer has not
 // opened yet is opened now, so that symbolize() needs nothing of the process: a process that exits
 // between the two steps keeps its symbols. symbolize() then names the frames with libdwfl
-// (user_symbolizer.h), the slow step.
+// (user_symbolizer.h), the slow step. A frame in anonymous executable memory
+// (JIT code) is named at capture from the process's /tmp/perf-PID.map
+// (perf_map.h), read at the first such frame of the process.
 //
 // Memory is bounded: kMaxProcesses processes' maps and UserSymbolizer's open
-// binaries, each cap counted. One thread uses an instance.
+// binaries, each cap counted. Two threads use an instance: one capture()s,
+// one symbolize()s (a new binary's first names take up to 300 ms, libc's
+// with its debug file: captures must not wait for them).
 #pragma once
 
 #include <cstdint>
 #include <list>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "daemon/model/user_stack.h"
+#include "daemon/resolve/unwind_thread.h"
+#include "daemon/symbols/perf_map.h"
 #include "daemon/symbols/user_maps.h"
 #include "daemon/symbols/user_symbolizer.h"
 #include "daemon/sys/unique_fd.h"
@@ -51,33 +60,46 @@ class UserCapture {
   static constexpr size_t kMaxOpenFiles = 128;
 
   // `proc` is the proc filesystem's root (tests pass another); `unwind`, when
-  // given, gets each process's maps as they are read (its unwind tables).
+  // given, gets each process's maps as they are read (its unwind tables), on
+  // a thread of its own (unwind_thread.h).
   explicit UserCapture(std::string proc = "/proc", std::unique_ptr<UnwindLoader> unwind = nullptr);
 
   CapturedStack capture(const UserStackIps& ips);
   // Fills the frames' symbols and whether the stack is whole.
   UserStack symbolize(CapturedStack&& c);
 
-  // Every binary a frame named so far, by index (UserFrame::binary).
-  const std::vector<UserBinary>& binaries() const { return binaries_; }
-  uint64_t processes_evicted() const { return processes_evicted_; }
-  uint64_t binaries_evicted() const { return symbolizer_.evictions(); }
+  // The binaries frames named so far, by index (UserFrame::binary), from `from` on.
+  std::vector<UserBinary> binaries(size_t from) const;
+  size_t binary_count() const;
+  uint64_t processes_evicted() const;
+  uint64_t binaries_evicted() const;  // the symbolizing thread's
   UnwindCounts unwind_counts() const { return unwind_ ? unwind_->counts() : UnwindCounts{}; }
 
  private:
-  const ProcessMaps* maps_of(uint32_t pid, uint32_t exec_id, bool reread);
+  // `read`: set when the maps were read now (their unwind tables are due).
+  const ProcessMaps* maps_of(uint32_t pid, uint32_t exec_id, bool reread, bool& read);
   int32_t binary_index(const MappedFile& f);
   std::shared_ptr<const UniqueFd> open_file(int32_t binary, const MappedFile& f);
   const std::string& key_of(int32_t binary) const;
+  // The name of JIT code at `addr` in the process cached under `key`;
+  // `reread`: whether this stack read its perf map again already.
+  std::optional<std::string> jit_name(uint64_t key, uint32_t pid, uint64_t addr, bool is_return,
+                                      bool& reread);
 
   std::string proc_;
-  std::unique_ptr<UnwindLoader> unwind_;
-  UserSymbolizer symbolizer_;
+  std::unique_ptr<UnwindThread> unwind_;  // null without unwind tables
+  UserSymbolizer symbolizer_;             // symbolize()'s alone
+  mutable std::mutex mu_;                 // guards what follows
+  // The symbolizer's keys as symbolize() last saw them: capture() holds a
+  // binary open for it only when it is not there.
+  std::set<std::string> held_;
   // (pid, exec id) -> maps, most recently used first: an exec is a new key.
   std::list<std::pair<uint64_t, ProcessMaps>> maps_;
   std::vector<UserBinary> binaries_;
   std::map<std::pair<std::string, std::string>, int32_t> binary_ids_;  // (path, build id)
   std::map<int32_t, std::shared_ptr<const UniqueFd>> open_files_;      // by binary
+  // (pid, exec id) -> its perf map, for the processes in maps_; nullopt: it has none.
+  std::map<uint64_t, std::optional<PerfMap>> perf_maps_;
   uint64_t processes_evicted_ = 0;
 };
 

@@ -2,8 +2,11 @@
 #include "daemon/resolve/user_stacks.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <utility>
 
@@ -29,11 +32,19 @@ struct UserStackShared {
     std::shared_ptr<UserStackEpoch> epoch;
     UserStackIps ips;
   };
+  // A job captured, waiting to be symbolized.
+  struct Captured {
+    Job job;
+    CapturedStack stack;
+    size_t binaries = 0;  // UserCapture::binary_count() after its capture
+  };
   std::mutex mu;
-  std::condition_variable work;      // a job queued, or stop
-  std::condition_variable resolved;  // `done` advanced, or stop
+  std::condition_variable work;           // a job queued, or stop
+  std::condition_variable captured_work;  // a job captured, or stop
+  std::condition_variable resolved;       // `done` advanced, or stop
   std::deque<Job> queue;
-  uint64_t done = 0;  // jobs resolved: the worker takes them in queue order
+  std::deque<Captured> captured;  // in queue order
+  uint64_t done = 0;              // jobs resolved: the worker takes them in queue order
   bool stop = false;
   std::vector<UserBinary> binaries;  // UserCapture::binaries() as far as published
   uint64_t processes_evicted = 0, binaries_evicted = 0;
@@ -50,7 +61,10 @@ UserStackCollector::UserStackCollector(uint32_t ids, Reader read, std::string pr
   resolved_.enabled = true;
   worker_ = std::thread([this, proc = std::move(proc), unwind = std::move(unwind)]() mutable {
     UserCapture capture(proc, std::move(unwind));
-    run_worker(*shared_, capture);
+    std::thread symbolizer([this, &capture] { run_symbolizer(*shared_, capture); });
+    run_capture(*shared_, capture);
+    shared_->captured_work.notify_all();  // stop is set
+    symbolizer.join();
   });
 }
 
@@ -84,34 +98,47 @@ void UserStackCollector::first_sight(uint32_t id) {
   shared_->work.notify_one();
 }
 
-// Captures every queued stack before symbolizing the oldest captured one.
-void UserStackCollector::run_worker(UserStackShared& sh, UserCapture& capture) {
-  struct Captured {
-    UserStackShared::Job job;
-    CapturedStack stack;
-    size_t binaries;
-  };
-  std::deque<Captured> captured;
+// Captures each stack as soon as it is queued: never behind a slow symbolize.
+void UserStackCollector::run_capture(UserStackShared& sh, UserCapture& capture) {
   for (;;) {
     std::deque<UserStackShared::Job> jobs;
     {
       std::unique_lock<std::mutex> lock(sh.mu);
-      sh.work.wait(lock, [&] { return sh.stop || !sh.queue.empty() || !captured.empty(); });
+      sh.work.wait(lock, [&] { return sh.stop || !sh.queue.empty(); });
       if (sh.stop) return;
       jobs.swap(sh.queue);
     }
     for (UserStackShared::Job& j : jobs) {
       CapturedStack c = capture.capture(j.ips);
-      captured.push_back({std::move(j), std::move(c), capture.binaries().size()});
+      const size_t binaries = capture.binary_count();
+      {
+        std::lock_guard<std::mutex> lock(sh.mu);
+        sh.captured.push_back({std::move(j), std::move(c), binaries});
+      }
+      sh.captured_work.notify_one();
     }
-    Captured next = std::move(captured.front());
-    captured.pop_front();
+  }
+}
+
+// Symbolizes the captured stacks in queue order and publishes them.
+void UserStackCollector::run_symbolizer(UserStackShared& sh, UserCapture& capture) {
+  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kBackgroundNice);
+  for (;;) {
+    UserStackShared::Captured next;
+    {
+      std::unique_lock<std::mutex> lock(sh.mu);
+      sh.captured_work.wait(lock, [&] { return sh.stop || !sh.captured.empty(); });
+      if (sh.stop) return;
+      next = std::move(sh.captured.front());
+      sh.captured.pop_front();
+    }
     const bool gone = next.stack.gone;
     UserStack s = capture.symbolize(std::move(next.stack));
+    std::vector<UserBinary> added;
     {
       std::lock_guard<std::mutex> lock(sh.mu);
-      const std::vector<UserBinary>& all = capture.binaries();
-      sh.binaries.insert(sh.binaries.end(), all.begin() + sh.binaries.size(), all.end());
+      added = capture.binaries(sh.binaries.size());  // lock order: sh.mu, then the capture's
+      sh.binaries.insert(sh.binaries.end(), added.begin(), added.end());
       next.job.epoch->stacks[next.job.id] = {std::move(s), next.job.seq, next.binaries, gone};
       sh.done = next.job.seq + 1;
       sh.processes_evicted = capture.processes_evicted();
@@ -150,15 +177,23 @@ UserStackSet UserStackCollector::stacks_at(const Mark& m, UserStackCounts* count
   return set;
 }
 
-const UserStackSet& UserStackCollector::resolved() {
+const UserStackSet& UserStackCollector::resolved(const std::function<void()>& while_waiting) {
   if (resolved_through_ == queued_) return resolved_;
+  // What is queued now: while_waiting may queue more, which a later call waits for.
+  const uint64_t target = queued_;
   UserStackShared& sh = *shared_;
   std::unique_lock<std::mutex> lock(sh.mu);
-  sh.resolved.wait(lock, [&] { return sh.stop || sh.done >= queued_; });
+  const auto done = [&] { return sh.stop || sh.done >= target; };
+  if (!while_waiting) sh.resolved.wait(lock, done);
+  while (!sh.resolved.wait_for(lock, std::chrono::milliseconds(kWaitStepMs), done)) {
+    lock.unlock();
+    while_waiting();
+    lock.lock();
+  }
   for (const auto& [id, e] : epoch_->stacks)
-    if (e.seq >= resolved_through_) resolved_.stacks.emplace(id, e.stack);
+    if (e.seq >= resolved_through_ && e.seq < target) resolved_.stacks.emplace(id, e.stack);
   resolved_.binaries = sh.binaries;
-  resolved_through_ = queued_;
+  resolved_through_ = target;
   return resolved_;
 }
 

@@ -6,10 +6,10 @@
 // process gone) or in an event; the first time, it reads the stack's frames
 // from the table and queues them (a bounded queue: when full, the stack is dropped
 // and counted). A worker thread captures each queued stack at once, while
-// its process most likely still runs, then symbolizes it (user_capture.h):
-// every queued stack is captured before the next one is symbolized, so that
-// a slow binary delays names, never captures. The loop never waits on /proc
-// or libdwfl.
+// its process most likely still runs, and a second one symbolizes the
+// captured stacks in order (user_capture.h): a slow binary (libc's first
+// names take 300 ms) delays names, never captures. The loop never waits on
+// /proc or libdwfl.
 //
 // A snapshot names the user stacks of the events it counts: at the cut the
 // loop takes mark() (every stack queued so far); the snapshot's completion,
@@ -17,8 +17,8 @@
 // those and copies them, no stack queued later.
 //
 // This worker is where per-process work that must run while the process
-// lives belongs: it also loads each process's unwind tables at first sight
-// (daemon/unwind/unwind_loader.h).
+// lives belongs: it also hands each process's maps, at first sight, to the
+// thread that loads its unwind tables (daemon/resolve/unwind_thread.h).
 #pragma once
 
 #include <condition_variable>
@@ -82,8 +82,12 @@ class UserStackCollector {
   // is gone) and returns them.
   static UserStackSet stacks_at(const Mark& m, UserStackCounts* counts = nullptr);
   // Every stack queued so far, resolved: waits for the worker. For a
-  // writer that names each event's stack as it goes (--perfetto with --trace).
-  const UserStackSet& resolved();
+  // writer that names each event's stack as it goes (--perfetto with --trace),
+  // on the loop's thread: `while_waiting` runs every kWaitStepMs of the wait
+  // (the loop's scan for new stacks, so that a slow binary's first names,
+  // 300 ms for libc's, hold up no capture of a short-lived process).
+  static constexpr int kWaitStepMs = 10;
+  const UserStackSet& resolved(const std::function<void()>& while_waiting = {});
   // Everything resolved so far (counts of this epoch's stacks).
   UserStackCounts counts() const;
   // Forgets the stacks (a reset emptied the table). Stacks still queued are
@@ -92,7 +96,8 @@ class UserStackCollector {
 
  private:
   void first_sight(uint32_t id);
-  static void run_worker(UserStackShared& shared, UserCapture& capture);
+  static void run_capture(UserStackShared& shared, UserCapture& capture);
+  static void run_symbolizer(UserStackShared& shared, UserCapture& capture);
 
   Reader read_;
   size_t max_queued_;

@@ -63,6 +63,9 @@ void Foreground::run(const ForegroundBackend& backend, std::optional<double> dur
   timers.push_back(
       loop_.every(std::chrono::milliseconds(drain_interval_ms > 0 ? drain_interval_ms : 1),
                   [&] { backend.drain(); }));
+  if (backend.user_scan)
+    timers.push_back(
+        loop_.every(std::chrono::milliseconds(backend.user_scan_ms), [&] { backend.user_scan(); }));
   if (backend.each_second)
     timers.push_back(loop_.every(std::chrono::seconds(1), [&] { backend.each_second(); }));
   if (duration_s)

@@ -23,6 +23,9 @@ struct ForegroundBackend {
   // Empties the table; null when the backend cannot (SIGUSR1 then says so).
   std::function<void()> reset;
   std::function<void()> each_second;  // health checks; may be null
+  // --user-stacks: new user stacks to the resolver, every user_scan_ms; may be null.
+  std::function<void()> user_scan;
+  int user_scan_ms = 10;
 };
 
 class Foreground {

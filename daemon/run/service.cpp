@@ -108,6 +108,11 @@ void Service::take_signals() {
 void Service::watch_session() {
   if (ring_watch_) loop_.unwatch(ring_watch_);
   ring_watch_ = loop_.watch(session_->wakeup_fd(), POLLIN, [this](short) { session_->drain(0); });
+  if (user_scan_timer_) loop_.cancel(user_scan_timer_);
+  user_scan_timer_ = 0;
+  if (session_->has_user_stacks())
+    user_scan_timer_ = loop_.every(std::chrono::milliseconds(BpfSession::kUserStackScanMs),
+                                   [this] { session_->see_user_stacks(); });
 }
 
 void Service::run() {

@@ -67,6 +67,7 @@ class Service {
   std::optional<PinDirLock> pin_lock_;  // of the current session's pin dir
   EventLoop loop_;  // the service's one loop: ring buffer, control clients, signals, timers
   EventLoop::Id ring_watch_ = 0;
+  EventLoop::Id user_scan_timer_ = 0;  // --user-stacks: BpfSession::see_user_stacks()
   EventLoop::Id export_timer_ = 0;
   double export_interval_ = 0;           // the timer's, in seconds
   std::unique_ptr<HttpEndpoints> http_;  // --listen; after loop_, so it goes first

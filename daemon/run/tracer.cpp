@@ -109,6 +109,10 @@ Snapshot trace(TraceOptions options, Recording* recording) {
                  ended.stats.events(), ended.stacks.size());
   };
   backend.each_second = [&] { health.check(session); };
+  if (session.has_user_stacks()) {
+    backend.user_scan = [&] { session.see_user_stacks(); };
+    backend.user_scan_ms = BpfSession::kUserStackScanMs;
+  }
   if (recording) recording->start = std::chrono::system_clock::now();
   if (options.command) {
     session.track(static_cast<uint32_t>(options.command->pid()));

@@ -5,7 +5,7 @@
 // however many processes map it), written before the process's entry, so the
 // walker never follows an entry to rows not there yet. Code without a table
 // (JIT code, a file without CFI) is listed without rows: the walker follows
-// frame pointers there. One thread uses an instance (the worker).
+// frame pointers there. One thread uses an instance (UnwindThread's).
 #pragma once
 
 #include <cstdint>
