@@ -20,7 +20,7 @@ chmod 755 "$tmp"
 dpid=
 cleanup() {
   [ -n "$dpid" ] && kill "$dpid" 2> /dev/null
-  rm -rf "$tmp"
+  [ -n "${KEEP:-}" ] && return; rm -rf "$tmp"
 }
 trap cleanup EXIT
 source "$(dirname "$0")/check_lib.sh"

@@ -66,6 +66,7 @@ void put_user_counts(TableStats& s, const UserStackCounts& c) {
   s.unwind_tables = c.unwind.tables;
   s.unwind_rows = c.unwind.rows;
   s.unwind_rows_full = c.unwind.rows_full;
+  s.unwind_tables_freed = c.unwind.tables_freed;
 }
 
 int membarrier_global() {

@@ -123,7 +123,8 @@ std::vector<std::pair<const char*, uint64_t>> user_stats(const TableStats& st) {
           {"unwind_processes", st.unwind_processes},
           {"unwind_tables", st.unwind_tables},
           {"unwind_rows", st.unwind_rows},
-          {"unwind_rows_full", st.unwind_rows_full}};
+          {"unwind_rows_full", st.unwind_rows_full},
+          {"unwind_tables_freed", st.unwind_tables_freed}};
 }
 
 // --user-stacks: every user stack the breakdown names, each frame with what

@@ -37,7 +37,8 @@ struct TableStats {
   uint64_t user_binaries_evicted = 0;  // symbol tables closed (the symbolizer's cap)
   // With unwind tables (x86_64): processes and files loaded, rows used of the
   // rows map, files left out because it was full.
-  uint64_t unwind_processes = 0, unwind_tables = 0, unwind_rows = 0, unwind_rows_full = 0;
+  uint64_t unwind_processes = 0, unwind_tables = 0, unwind_rows = 0, unwind_rows_full = 0,
+           unwind_tables_freed = 0;
   // User stacks not resolved: the resolver's queue was full (metrics only).
   uint64_t user_stacks_dropped = 0;
 

@@ -5,11 +5,14 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <unordered_map>
 
@@ -18,6 +21,13 @@
 namespace stackmapd {
 
 namespace {
+
+// A file as the kernel knows it: the same path may name another file later.
+struct FileIdentity {
+  uint64_t dev, ino, size, mtime_ns;
+  auto operator<=>(const FileIdentity&) const = default;
+};
+constexpr size_t kMaxKnownFiles = 8192;
 
 std::string to_hex(const unsigned char* p, size_t n) {
   static const char digits[] = "0123456789abcdef";
@@ -34,11 +44,29 @@ std::string to_hex(const unsigned char* p, size_t n) {
 std::string elf_build_id(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return "";
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return "";
+  // Every new process maps the same few files: a file's id is read once. A
+  // file rewritten in place changes its mtime or size, and is read again.
+  const FileIdentity who{st.st_dev, st.st_ino, static_cast<uint64_t>(st.st_size),
+                         static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000u +
+                             static_cast<uint64_t>(st.st_mtim.tv_nsec)};
+  static std::mutex mu;
+  static std::map<FileIdentity, std::string> known;
+  {
+    std::lock_guard lock(mu);
+    if (auto it = known.find(who); it != known.end()) return it->second;
+  }
   elf_version(EV_CURRENT);
-  Elf* elf = elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr);  // owned here, ended below
+  // Read, never mapped: a mapping's munmap costs every CPU a TLB flush, and
+  // a busy machine starts hundreds of processes a second.
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);  // owned here, ended below
   if (!elf) return "";
   std::string out = elf_build_id(elf);
   elf_end(elf);
+  std::lock_guard lock(mu);
+  if (known.size() >= kMaxKnownFiles) known.clear();
+  known.emplace(who, out);
   return out;
 }
 

@@ -5,7 +5,10 @@
 // however many processes map it), written before the process's entry, so the
 // walker never follows an entry to rows not there yet. Code without a table
 // (JIT code, a file without CFI) is listed without rows: the walker follows
-// frame pointers there. One thread uses an instance (UnwindThread's).
+// frame pointers there. A file's rows stay while any process listed with
+// them lives; when a file does not fit, the rows of files only exited
+// processes used are given back first. One thread uses an instance
+// (UnwindThread's).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "daemon/symbols/user_maps.h"
 #include "daemon/sys/mapping.h"
@@ -28,6 +32,7 @@ struct UnwindCounts {
   uint64_t max_rows = 0;
   uint64_t no_table = 0;       // code mappings left to frame pointers: no CFI, unreadable
   uint64_t rows_full = 0;      // files not loaded: no room left for their rows
+  uint64_t tables_freed = 0;   // files whose rows were given back: their processes exited
   uint64_t mappings_over = 0;  // processes with more code mappings than an entry lists
 };
 
@@ -46,16 +51,31 @@ class UnwindLoader {
   UnwindCounts counts() const { return counts_; }
 
  private:
-  smt_unwind_mapping file_mapping(const MappedFile& f);
-  smt_unwind_mapping vdso_mapping(const CodeRange& r);
+  using Tables = std::vector<std::shared_ptr<const CfiTable>>;
+  smt_unwind_mapping file_mapping(const MappedFile& f, Tables& used);
+  smt_unwind_mapping vdso_mapping(const CodeRange& r, Tables& used);
   // The rows of `t` in the map, placed the first time; nullopt when full.
   std::optional<uint32_t> place(const std::shared_ptr<const CfiTable>& t);
+  // A run of n free rows, taken; nullopt when none is that long.
+  std::optional<uint32_t> take_rows(uint32_t n);
+  // Forgets the processes that exited (their entries too) and gives back
+  // the rows no living process is listed with. Returns the rows freed.
+  uint64_t reclaim();
+  // Process `pid` is now listed with `used` (none: forgotten).
+  void set_users(uint32_t pid, Tables used);
+
+  struct Placed {
+    uint32_t first;
+    uint32_t users;  // processes listed with these rows
+  };
 
   Mapping rows_;  // the rows map, mmapped writable
   uint32_t max_rows_;
   int procs_fd_;  // owned by the BPF object
   CfiCache tables_;
-  std::map<const CfiTable*, uint32_t> placed_;  // a table's first row
+  std::map<const CfiTable*, Placed> placed_;    // held alive by users_
+  std::map<uint32_t, Tables> users_;            // by pid: the tables its entry lists
+  std::map<uint32_t, uint32_t> free_;           // runs of free rows: first -> count
   std::set<std::string> failed_;                // files whose table failed, by key
   std::shared_ptr<const CfiTable> vdso_;        // this kernel's vdso, built at first need
   bool vdso_tried_ = false;

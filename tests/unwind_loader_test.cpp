@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: GPL-2.0
+// The unwind loader's rows (daemon/unwind/unwind_loader.h) in real BPF maps
+// of the walker's shape, for real processes: a file's rows are shared and
+// stay put while a process listed with them lives, and the rows of files
+// only exited processes used are given back when a new file needs room.
+// Root: the maps are the kernel's.
+#include "daemon/unwind/unwind_loader.h"
+
+#include <bpf/bpf.h>
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "daemon/sys/unique_fd.h"
+#include "daemon/unwind/cfi_table.h"
+
+extern char** environ;
+
+namespace stackmapd {
+namespace {
+
+// A child that waits in `argv[0]`'s code until killed.
+struct Child {
+  explicit Child(std::vector<const char*> argv) {
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/zero", O_RDONLY, 0);  // never EOF
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    EXPECT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, const_cast<char**>(argv.data()), environ),
+              0);
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  ~Child() { end(); }
+  void end() {
+    if (pid <= 0) return;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  // Its maps once exec has replaced ours in it.
+  ProcessMaps maps(const std::string& binary) const {
+    for (int i = 0; i < 200; ++i) {
+      if (auto m = ProcessMaps::read(static_cast<uint32_t>(pid)))
+        for (const MappedFile& f : m->files())
+          if (f.path == binary) return *m;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << binary << " never mapped in " << pid;
+    return {};
+  }
+  pid_t pid = -1;
+};
+
+size_t rows_of(const ProcessMaps& m) {
+  size_t n = 0;
+  for (const MappedFile& f : m.files()) n += build_cfi_table(f.open_path).rows.size();
+  return n;
+}
+
+const smt_unwind_mapping* mapping_of(const smt_unwind_process& p, const ProcessMaps& m,
+                                     const std::string& path) {
+  for (const MappedFile& f : m.files())
+    if (f.path == path)
+      for (uint32_t i = 0; i < p.nr; ++i)
+        if (p.mappings[i].start == f.start) return &p.mappings[i];
+  return nullptr;
+}
+
+TEST(UnwindLoaderRoot, RowsOfExitedProcessesMakeRoomForNewFiles) {
+  const std::string sleep_bin = "/usr/bin/sleep", cat_bin = "/usr/bin/cat";
+  Child sleeper({sleep_bin.c_str(), "60"});
+  const ProcessMaps sleep_maps = sleeper.maps(sleep_bin);
+  const size_t cat_rows = build_cfi_table(cat_bin).rows.size();
+  constexpr size_t kVdsoRoom = 1024;  // the vdso's table: a few dozen rows
+  ASSERT_GT(cat_rows, kVdsoRoom) << "cat's table must not fit in the room left";
+  // Room for sleep, libc, ld.so and the vdso: not for cat's own rows too.
+  const auto max_rows = static_cast<uint32_t>(rows_of(sleep_maps) + kVdsoRoom);
+
+  LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
+  UniqueFd rows(bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_unwind_rows", 4, sizeof(smt_unwind_row),
+                               max_rows, &mmapable));
+  UniqueFd procs(bpf_map_create(BPF_MAP_TYPE_HASH, "t_unwind_procs", 4,
+                                sizeof(smt_unwind_process), 16, nullptr));
+  ASSERT_TRUE(rows && procs) << "bpf_map_create: " << strerror(errno) << " (root?)";
+  UnwindLoader loader(rows.get(), max_rows, procs.get());
+
+  ASSERT_TRUE(loader.load(static_cast<uint32_t>(sleeper.pid), 1, sleep_maps));
+  EXPECT_EQ(loader.counts().rows_full, 0u);
+  const uint64_t sleep_tables = loader.counts().tables;
+
+  Child cat({cat_bin.c_str()});
+  const ProcessMaps cat_maps = cat.maps(cat_bin);
+  const auto cat_pid = static_cast<uint32_t>(cat.pid);
+  smt_unwind_process p = {};
+  ASSERT_TRUE(loader.load(cat_pid, 1, cat_maps));
+  ASSERT_EQ(bpf_map_lookup_elem(procs.get(), &cat_pid, &p), 0);
+  EXPECT_EQ(loader.counts().rows_full, 1u) << "sleep lives: no room for cat";
+  ASSERT_NE(mapping_of(p, cat_maps, cat_bin), nullptr);
+  EXPECT_EQ(mapping_of(p, cat_maps, cat_bin)->nr_rows, 0u) << "cat left to frame pointers";
+  const std::string libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+  ASSERT_NE(mapping_of(p, cat_maps, libc), nullptr);
+  const smt_unwind_mapping libc_before = *mapping_of(p, cat_maps, libc);
+  EXPECT_GT(libc_before.nr_rows, 0u) << "libc's rows shared with sleep";
+
+  sleeper.end();  // exited and reaped: its rows are free to go
+  ASSERT_TRUE(loader.load(cat_pid, 2, cat_maps));
+  ASSERT_EQ(bpf_map_lookup_elem(procs.get(), &cat_pid, &p), 0);
+  const smt_unwind_mapping* cat_code = mapping_of(p, cat_maps, cat_bin);
+  ASSERT_NE(cat_code, nullptr);
+  EXPECT_EQ(cat_code->nr_rows, cat_rows) << "cat placed in sleep's rows";
+  EXPECT_EQ(loader.counts().tables_freed, 1u) << "sleep's own table, no other";
+  EXPECT_EQ(loader.counts().tables, sleep_tables) << "sleep's table out, cat's in";
+  const smt_unwind_mapping* libc_after = mapping_of(p, cat_maps, libc);
+  ASSERT_NE(libc_after, nullptr);
+  EXPECT_EQ(libc_after->first_row, libc_before.first_row) << "a living process's rows stay put";
+  const auto pid = static_cast<uint32_t>(sleeper.pid);
+  EXPECT_NE(bpf_map_lookup_elem(procs.get(), &pid, &p), 0) << "the exited process's entry went";
+
+  // The map holds cat's rows where its entry says.
+  Mapping view(rows.get(), size_t{max_rows} * sizeof(smt_unwind_row), PROT_READ, 0, "rows");
+  const CfiTable cat_table = build_cfi_table(cat_bin);
+  ASSERT_LE(size_t{cat_code->first_row} + cat_rows, max_rows);
+  EXPECT_EQ(std::memcmp(view.as<smt_unwind_row>() + cat_code->first_row, cat_table.rows.data(),
+                        cat_rows * sizeof(smt_unwind_row)),
+            0);
+}
+
+}  // namespace
+}  // namespace stackmapd
