@@ -7,8 +7,8 @@
 #include "daemon/unwind/unwind_loader.h"
 
 #include <bpf/bpf.h>
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -26,6 +26,7 @@ extern char** environ;
 namespace stackmapd {
 namespace {
 
+constexpr const char* kLibc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 // A child that waits in `argv[0]`'s code until killed.
 struct Child {
   explicit Child(std::vector<const char*> argv) {
@@ -45,15 +46,20 @@ struct Child {
     waitpid(pid, nullptr, 0);
     pid = -1;
   }
-  // Its maps once exec has replaced ours in it.
+  // Its maps once exec has replaced ours in it and ld.so has mapped libc.
   ProcessMaps maps(const std::string& binary) const {
     for (int i = 0; i < 200; ++i) {
-      if (auto m = ProcessMaps::read(static_cast<uint32_t>(pid)))
-        for (const MappedFile& f : m->files())
-          if (f.path == binary) return *m;
+      if (auto m = ProcessMaps::read(static_cast<uint32_t>(pid))) {
+        bool exec = false, libc = false;
+        for (const MappedFile& f : m->files()) {
+          exec |= f.path == binary;
+          libc |= f.path == kLibc;
+        }
+        if (exec && libc) return *m;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    ADD_FAILURE() << binary << " never mapped in " << pid;
+    ADD_FAILURE() << binary << " and " << kLibc << " never mapped in " << pid;
     return {};
   }
   pid_t pid = -1;
@@ -79,7 +85,7 @@ TEST(UnwindLoaderRoot, RowsOfExitedProcessesMakeRoomForNewFiles) {
   Child sleeper({sleep_bin.c_str(), "60"});
   const ProcessMaps sleep_maps = sleeper.maps(sleep_bin);
   const size_t cat_rows = build_cfi_table(cat_bin).rows.size();
-  constexpr size_t kVdsoRoom = 1024;  // the vdso's table: a few dozen rows
+  constexpr size_t kVdsoRoom = 256;  // the vdso's table: a few dozen rows
   ASSERT_GT(cat_rows, kVdsoRoom) << "cat's table must not fit in the room left";
   // Room for sleep, libc, ld.so and the vdso: not for cat's own rows too.
   const auto max_rows = static_cast<uint32_t>(rows_of(sleep_maps) + kVdsoRoom);
@@ -87,8 +93,8 @@ TEST(UnwindLoaderRoot, RowsOfExitedProcessesMakeRoomForNewFiles) {
   LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
   UniqueFd rows(bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_unwind_rows", 4, sizeof(smt_unwind_row),
                                max_rows, &mmapable));
-  UniqueFd procs(bpf_map_create(BPF_MAP_TYPE_HASH, "t_unwind_procs", 4,
-                                sizeof(smt_unwind_process), 16, nullptr));
+  UniqueFd procs(bpf_map_create(BPF_MAP_TYPE_HASH, "t_unwind_procs", 4, sizeof(smt_unwind_process),
+                                16, nullptr));
   ASSERT_TRUE(rows && procs) << "bpf_map_create: " << strerror(errno) << " (root?)";
   UnwindLoader loader(rows.get(), max_rows, procs.get());
 
@@ -105,7 +111,7 @@ TEST(UnwindLoaderRoot, RowsOfExitedProcessesMakeRoomForNewFiles) {
   EXPECT_EQ(loader.counts().rows_full, 1u) << "sleep lives: no room for cat";
   ASSERT_NE(mapping_of(p, cat_maps, cat_bin), nullptr);
   EXPECT_EQ(mapping_of(p, cat_maps, cat_bin)->nr_rows, 0u) << "cat left to frame pointers";
-  const std::string libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+  const std::string libc = kLibc;
   ASSERT_NE(mapping_of(p, cat_maps, libc), nullptr);
   const smt_unwind_mapping libc_before = *mapping_of(p, cat_maps, libc);
   EXPECT_GT(libc_before.nr_rows, 0u) << "libc's rows shared with sleep";

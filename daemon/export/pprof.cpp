@@ -382,7 +382,7 @@ class Encoder {
   std::unordered_map<uint64_t, uint64_t> locations_;                  // kernel ip -> id
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> user_locations_;  // (mapping, address) -> id
   uint64_t next_location_ = 1;
-  uint64_t unknown_location_ = 0;  // 0: not written yet
+  uint64_t unknown_location_ = 0;                                      // 0: not written yet
   std::map<std::pair<std::string, std::string>, uint64_t> functions_;  // (name, file) -> id
   ProtoWriter locations_out_, functions_out_;
   uint64_t min_ip_ = UINT64_MAX, max_ip_ = 0;

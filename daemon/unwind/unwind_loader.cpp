@@ -2,9 +2,9 @@
 #include "daemon/unwind/unwind_loader.h"
 
 #include <bpf/bpf.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,7 +62,8 @@ std::optional<uint32_t> UnwindLoader::take_rows(uint32_t n) {
 std::optional<uint32_t> UnwindLoader::place(const std::shared_ptr<const CfiTable>& t) {
   if (auto it = placed_.find(t.get()); it != placed_.end()) return it->second.first;
   const size_t n = t->rows.size();
-  std::optional<uint32_t> first = n <= max_rows_ ? take_rows(static_cast<uint32_t>(n)) : std::nullopt;
+  std::optional<uint32_t> first =
+      n <= max_rows_ ? take_rows(static_cast<uint32_t>(n)) : std::nullopt;
   if (!first && n <= max_rows_ && reclaim() >= n) first = take_rows(static_cast<uint32_t>(n));
   if (!first) {
     ++counts_.rows_full;
@@ -106,7 +107,8 @@ uint64_t UnwindLoader::reclaim() {
     const auto n = static_cast<uint32_t>(it->first->rows.size());
     auto [run, added] = free_.emplace(it->second.first, n);
     // Merge with the neighbours: a later big file needs one run.
-    if (auto next = std::next(run); next != free_.end() && run->first + run->second == next->first) {
+    if (auto next = std::next(run);
+        next != free_.end() && run->first + run->second == next->first) {
       run->second += next->second;
       free_.erase(next);
     }

@@ -73,11 +73,11 @@ class UnwindLoader {
   uint32_t max_rows_;
   int procs_fd_;  // owned by the BPF object
   CfiCache tables_;
-  std::map<const CfiTable*, Placed> placed_;    // held alive by users_
-  std::map<uint32_t, Tables> users_;            // by pid: the tables its entry lists
-  std::map<uint32_t, uint32_t> free_;           // runs of free rows: first -> count
-  std::set<std::string> failed_;                // files whose table failed, by key
-  std::shared_ptr<const CfiTable> vdso_;        // this kernel's vdso, built at first need
+  std::map<const CfiTable*, Placed> placed_;  // held alive by users_
+  std::map<uint32_t, Tables> users_;          // by pid: the tables its entry lists
+  std::map<uint32_t, uint32_t> free_;         // runs of free rows: first -> count
+  std::set<std::string> failed_;              // files whose table failed, by key
+  std::shared_ptr<const CfiTable> vdso_;      // this kernel's vdso, built at first need
   bool vdso_tried_ = false;
   UnwindCounts counts_;
 };
