@@ -8,11 +8,12 @@
 #ifndef STACKMAPD_EVENT_PATH_BPF_H
 #define STACKMAPD_EVENT_PATH_BPF_H
 
-/* The event's weight: 1, or the tracepoint field the cookie names (--sum).
+/* The event's weight: 1, or what the cookie's weight field names (--sum):
+ * a tracepoint record's field, a -u argument's register in ctx (pt_regs).
  * A negative signed value weighs 0. */
 static __always_inline __u64 event_weight(void *ctx, __u64 cookie)
 {
-	__u32 field = cookie >> 32, size = SMT_WEIGHT_SIZE(field), shift;
+	__u32 field = SMT_COOKIE_WEIGHT_FIELD(cookie), size = SMT_WEIGHT_SIZE(field), shift;
 	__u64 v = 0;
 
 	if (!size || size > 8)

@@ -18,7 +18,9 @@
 #   7. USDT stackmapd_test:tick, whose sites the workload reaches only while
 #      its semaphore is set: counted exactly, as many as the workload saw it
 #      set (A + B), and 0 ticks in a run without -u on it;
-#   8. bad input: one line each, non-zero exit.
+#   8. --hist arg0 at uprobe_target's entry and at the USDT site: each bucket
+#      what the workload's arguments put there;
+#   9. bad input: one line each, non-zero exit.
 #   uprobe_test.sh STACKMAPD UPROBE_WORKLOAD PYTHON
 set -u
 BIN=$1
@@ -176,7 +178,56 @@ check "USDT stackmapd_test:tick counts exactly $((A + B)) ($(head -1 "$tmp/usdt.
 ticks=$(awk '/^ticks/ {print $2}' "$tmp/lib.out")
 check "without a probe on it the semaphore stays 0 (ticks $ticks)" '[ "$ticks" = 0 ]'
 
-# 8. bad input.
+# 8. --hist arg0: uprobe_target's argument, i from uprobe_call_a (0..A-1) and
+# 2i+1 from uprobe_call_b; the tick's, i for 0..A+B-1 (its note: -8@%rax).
+# hist_of DIR I: "FUNCTION BUCKET COUNT" lines, by the user stack's
+# function I (0: where the probe is); expected_hist WHAT: the same, from the
+# workload's arithmetic.
+hist_of() {
+  "$PY" - "$1/stack_map.json" "$2" << 'PYEOF'
+import collections, json, sys
+d = json.load(open(sys.argv[1]))
+us = {s["user_stack_id"]: s for s in d.get("user_stacks", {}).get("stacks", [])}
+h = collections.Counter()
+for s in d["stacks"]:
+    for e in s.get("by", []):
+        f = us.get(e.get("user_stack_id"), {"frames": []})["frames"]
+        names = [x["symbols"][-1].split("+")[0] if x["symbols"] else "?" for x in f]
+        i = int(sys.argv[2])
+        h[(names[i] if len(names) > i else "?", e["bucket"])] += e["count"]
+for (c, b), n in sorted(h.items()):
+    print(c, b, n)
+PYEOF
+}
+expected_hist() {
+  "$PY" - "$1" $A $B << 'PYEOF'
+import collections, sys
+what, a, b = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+lower = lambda v: 0 if v == 0 else 1 << (v.bit_length() - 1)
+h = collections.Counter()
+if what == "target":
+    for i in range(a): h[("uprobe_call_a", lower(i))] += 1
+    for i in range(b): h[("uprobe_call_b", lower(2 * i + 1))] += 1
+else:
+    for i in range(a + b): h[("main", lower(i))] += 1
+for (c, bk), n in sorted(h.items()):
+    print(c, bk, n)
+PYEOF
+}
+run hist -u "$prog:uprobe_target" --pid @PID@ --hist arg0
+check "-u uprobe_target --hist arg0 runs (rc $rc: $(tail -1 "$tmp/hist.err"))" '[ $rc -eq 0 ]'
+hist_of "$tmp/hist" 1 > "$tmp/hist.got"
+expected_hist target > "$tmp/hist.want"
+check "--hist arg0: each caller's buckets are its arguments' ($(wc -l < "$tmp/hist.want") buckets; first difference: $(diff "$tmp/hist.want" "$tmp/hist.got" | grep -m1 '^[<>]'))" \
+  'cmp -s "$tmp/hist.want" "$tmp/hist.got"'
+run usdt_hist -u "$prog:usdt:stackmapd_test:tick" --pid @PID@ --hist arg0
+check "USDT tick --hist arg0 runs (rc $rc: $(tail -1 "$tmp/usdt_hist.err"))" '[ $rc -eq 0 ]'
+hist_of "$tmp/usdt_hist" 0 > "$tmp/usdt_hist.got"
+expected_hist tick > "$tmp/usdt_hist.want"
+check "USDT --hist arg0 (-8@%rax): the buckets of 0..$((A + B - 1)) (first difference: $(diff "$tmp/usdt_hist.want" "$tmp/usdt_hist.got" | grep -m1 '^[<>]'))" \
+  'cmp -s "$tmp/usdt_hist.want" "$tmp/usdt_hist.got"'
+
+# 9. bad input.
 expect_error "no such binary" "$BIN" -u /nonexistent/prog:main --duration 1
 expect_error "has no function no_such_fn in its symbol tables: see nm -D" \
   "$BIN" -u "$WORKLOAD:no_such_fn" --duration 1
@@ -192,9 +243,15 @@ expect_error "the offset is a number of bytes" "$BIN" -u "$WORKLOAD:uprobe_targe
 expect_error "in PATH or in the library directories (/etc/ld.so.conf.d): give its path" \
   "$BIN" -u stackmapd_no_such_program:main --duration 1
 for weigh in "--sum bytes_alloc" "--hist bytes_alloc"; do
-  expect_error "${weigh#--* } weighs tracepoint events by their fields; -f, -u and --profile events have none" \
+  expect_error "${weigh}: -u events are weighed by an argument, arg0 to arg5 (as bpftrace names them)" \
     "$BIN" -u "$WORKLOAD:uprobe_target" $weigh --duration 1
 done
+expect_error "-u events are weighed by an argument (arg0..arg5), tracepoints by a field" \
+  "$BIN" -u "$WORKLOAD:uprobe_target" -e kmem:kmalloc --sum arg0 --duration 1
+expect_error "is inside its function: arg0 is read at a function's entry" \
+  "$BIN" -u "$osrc" --hist arg0 --duration 1
+expect_error "has 1 argument(s) in its USDT note: there is no arg1" \
+  "$BIN" -u "$prog:usdt:stackmapd_test:tick" --hist arg1 --duration 1
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -162,7 +162,8 @@ std::vector<BpfLink> Attachments::attach_uprobes() const {
     bpf_uprobe_opts opts = {};
     opts.sz = sizeof(opts);
     opts.ref_ctr_offset = u.target.ref_ctr_offset;  // USDT: the kernel counts the semaphore
-    opts.bpf_cookie = SMT_COOKIE(u.source, 0, 0) | (u.target.at_entry ? SMT_COOKIE_AT_ENTRY : 0);
+    opts.bpf_cookie = SMT_COOKIE(u.source, 0, u.target.weight_field) |
+                      (u.target.at_entry ? SMT_COOKIE_AT_ENTRY : 0);
     BpfLink link(bpf_program__attach_uprobe_opts(object_.uprobe_prog(), uprobe_pid_,
                                                  u.target.binary.c_str(), u.target.offset, &opts));
     if (!link)

@@ -186,9 +186,11 @@ std::vector<UprobeTarget> resolve_uprobes(const std::vector<std::string>& specs,
     char* real = realpath(binary.c_str(), nullptr);
     const std::string canonical = real ? real : binary;
     std::free(real);
-    auto add = [&](const std::string& source, uint64_t offset, uint64_t ref_ctr, bool entry) {
+    auto add = [&](const std::string& source, uint64_t offset, uint64_t ref_ctr, bool entry,
+                   const UsdtNote* note) {
       if (!sites.insert({canonical, offset}).second) return;
-      out.push_back({source, binary, offset, ref_ctr, entry});
+      out.push_back({source, binary, offset, ref_ctr, entry, note != nullptr,
+                     note ? note->args : std::string()});
       if (out.size() > kMaxUprobes)
         throw Error("-u '" + text + "' brings the user-space probes to " +
                     std::to_string(out.size()) + ", more than " + std::to_string(kMaxUprobes) +
@@ -199,7 +201,8 @@ std::vector<UprobeTarget> resolve_uprobes(const std::vector<std::string>& specs,
       for (const UsdtNote& n : elf.usdt)
         if (matches(spec.symbol, n.provider) && matches(spec.name, n.name)) {
           ++found;
-          add(binary + ":usdt:" + n.provider + ":" + n.name, n.offset, n.semaphore_offset, false);
+          add(binary + ":usdt:" + n.provider + ":" + n.name, n.offset, n.semaphore_offset, false,
+              &n);
         }
       if (found) continue;
       std::set<std::string> have;
@@ -225,7 +228,8 @@ std::vector<UprobeTarget> resolve_uprobes(const std::vector<std::string>& specs,
                     " bytes long in " + binary + ": give an offset inside it");
       std::ostringstream off;
       if (spec.offset) off << "+0x" << std::hex << spec.offset;
-      add(binary + ":" + fn.name + off.str(), fn.offset + spec.offset, 0, spec.offset == 0);
+      add(binary + ":" + fn.name + off.str(), fn.offset + spec.offset, 0, spec.offset == 0,
+          nullptr);
     }
     if (!found && std::binary_search(elf.ifuncs.begin(), elf.ifuncs.end(), spec.symbol))
       throw Error(spec.symbol + " is an indirect function (IFUNC) in " + binary +

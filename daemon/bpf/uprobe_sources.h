@@ -22,6 +22,9 @@ struct UprobeTarget {
   uint64_t offset = 0;          // the probed instruction, in the file
   uint64_t ref_ctr_offset = 0;  // USDT: the semaphore, in the file; 0: none
   bool at_entry = false;        // a function's first instruction (SMT_COOKIE_AT_ENTRY)
+  bool usdt = false;            // a USDT probe's site
+  std::string usdt_args;        // USDT: its note's argument specs ("-4@%edi 8@%rax")
+  uint32_t weight_field = 0;    // --sum/--hist argN: where it lies (probe_args.h); 0: none
   bool operator==(const UprobeTarget&) const = default;
 };
 

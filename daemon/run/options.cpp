@@ -70,11 +70,12 @@ void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
                        "unit (systemd), source, cpu (stack_map.json \"by\", --top, --folded)"));
   shown(app.add_option("--sum", o.sum,
                        "Weigh each event by this numeric field of its tracepoint (e.g. "
-                       "bytes_alloc); stacks are then ranked by the sum"));
+                       "bytes_alloc), or with -u by its argument arg0..arg5; stacks are then "
+                       "ranked by the sum"));
   shown(app.add_option("--hist", o.hist,
                        "A log2 histogram per stack (and --by key) of this numeric field of its "
-                       "tracepoint, weighed by it as --sum; with --offcpu and no FIELD, of the "
-                       "time blocked")
+                       "tracepoint (with -u: argument arg0..arg5), weighed by it as --sum; with "
+                       "--offcpu and no FIELD, of the time blocked")
             ->expected(0, 1));
   shown(app.add_option("--filter", o.filter,
                        "Only events whose tracepoint record passes this ftrace event filter "

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "daemon/bpf/probe_args.h"
 #include "daemon/sys/error.h"
 #include "daemon/tracefs/event_filter.h"
 #include "daemon/tracefs/event_format.h"
@@ -70,11 +71,24 @@ std::vector<smt_text_range> machinery_ranges(const Kallsyms& ksyms, const Sessio
 void resolve_session_events(SessionConfig& sc, const std::string& events_dir,
                             const Kallsyms* ksyms) {
   sc.events = resolve_events(sc.events, events_dir);
-  if (!sc.sum_field.empty()) {
+  if (!sc.sum_field.empty() && !sc.uprobes.empty()) {
     const std::string option = sc.keys.has(KeyField::bucket) ? "--hist " : "--sum ";
-    if (!sc.functions.empty() || sc.profile_hz || !sc.uprobes.empty())
+    if (!sc.events.empty() || !sc.functions.empty() || sc.profile_hz)
       throw Error(option + sc.sum_field +
-                  " weighs tracepoint events by their fields; -f, -u and --profile events have "
+                  ": -u events are weighed by an argument (arg0..arg5), tracepoints by a field, "
+                  "-f and --profile events by neither: trace -u in a session of its own");
+    for (UprobeTarget& u : sc.uprobes) {
+      try {
+        u.weight_field = probe_arg_field(u, sc.sum_field);
+      } catch (const Error& e) {
+        throw Error(option + sc.sum_field + ": " + e.what());
+      }
+    }
+  } else if (!sc.sum_field.empty()) {
+    const std::string option = sc.keys.has(KeyField::bucket) ? "--hist " : "--sum ";
+    if (!sc.functions.empty() || sc.profile_hz)
+      throw Error(option + sc.sum_field +
+                  " weighs tracepoint events by their fields; -f and --profile events have "
                   "none: trace them in a session of their own");
     for (Tracepoint& tp : sc.events) {
       const EventField f = weight_field(read_event_format(events_dir, tp), sc.sum_field, option);

@@ -91,7 +91,7 @@ struct smt_config {
 
 /* A tracepoint link's attach cookie: the source index in bits 0-15, in bits
  * 16-31 how many bytes of the raw tracepoint record --trace copies (0: none),
- * in bits 32-63 where --sum reads the event's weight (0: each event weighs 1),
+ * in bits 32-62 where --sum reads the event's weight (0: each event weighs 1),
  * so the event path needs no per-source lookup. */
 #define SMT_WEIGHT_FIELD(offset, size, is_signed) ((offset) << 8 | (size) << 1 | (is_signed))
 #define SMT_WEIGHT_OFFSET(field) ((field) >> 8)
@@ -102,9 +102,11 @@ struct smt_config {
 #define SMT_COOKIE_SOURCE(cookie) ((__u32)(cookie)&0xffff)
 #define SMT_COOKIE_RAW_LEN(cookie) ((__u32)((cookie) >> 16) & 0xffff)
 /* -u: a uprobe at a function's entry, where a frame-pointer walk misses the
- * caller (bpf/user_unwind.bpf.h). Bit 63: a tracepoint's weight field, the
- * only other user of bits 32-63, never reaches it. */
+ * caller (bpf/user_unwind.bpf.h). Bit 63: a weight field (a tracepoint's, or
+ * a -u argument's register), the only other user of bits 32-63, never
+ * reaches it: its offset is below 2^23. */
 #define SMT_COOKIE_AT_ENTRY (1ull << 63)
+#define SMT_COOKIE_WEIGHT_FIELD(cookie) ((__u32)((cookie) >> 32) & 0x7fffffffU)
 
 /* --offcpu: a switched-out thread, until it runs again (keyed by tid). */
 struct smt_offcpu_start {
