@@ -17,9 +17,9 @@ constexpr size_t kMaxArgs = 6;  // passed in registers by the x86_64 SysV ABI
 
 #if defined(__x86_64__)
 // The registers of the x86_64 calling convention's integer arguments, in order.
-constexpr size_t kArgRegs[kMaxArgs] = {
-    offsetof(pt_regs, rdi), offsetof(pt_regs, rsi), offsetof(pt_regs, rdx),
-    offsetof(pt_regs, rcx), offsetof(pt_regs, r8),  offsetof(pt_regs, r9)};
+constexpr size_t kArgRegs[kMaxArgs] = {offsetof(pt_regs, rdi), offsetof(pt_regs, rsi),
+                                       offsetof(pt_regs, rdx), offsetof(pt_regs, rcx),
+                                       offsetof(pt_regs, r8),  offsetof(pt_regs, r9)};
 
 // A register as a USDT note names it (any width: %rax, %eax, %ax, %al, %r8d),
 // by its 64-bit register's place in pt_regs; SIZE_MAX if it names none.
@@ -65,9 +65,8 @@ uint32_t usdt_arg_field(const UprobeTarget& probe, size_t n, const std::string& 
                             : 0;
   const size_t offset = location.starts_with('%') ? register_offset(location.substr(1)) : SIZE_MAX;
   if (!size || offset == SIZE_MAX)
-    throw Error(probe.source + ": its argument arg" + std::to_string(n) + " is '" + spec +
-                "' (" +
-                (location.starts_with('$')   ? "a constant"
+    throw Error(probe.source + ": its argument arg" + std::to_string(n) + " is '" + spec + "' (" +
+                (location.starts_with('$')                 ? "a constant"
                  : location.find('(') != std::string::npos ? "in memory"
                                                            : "not a register") +
                 "): only arguments in registers are read; weigh by another argument");
@@ -84,8 +83,8 @@ bool is_probe_arg(const std::string& field) {
 
 uint32_t probe_arg_field(const UprobeTarget& probe, const std::string& field) {
   if (!is_probe_arg(field))
-    throw Error("-u events are weighed by an argument, arg0 to arg" +
-                std::to_string(kMaxArgs - 1) + " (as bpftrace names them), not by a field");
+    throw Error("-u events are weighed by an argument, arg0 to arg" + std::to_string(kMaxArgs - 1) +
+                " (as bpftrace names them), not by a field");
   const auto n = static_cast<size_t>(field[3] - '0');
 #if defined(__x86_64__)
   if (probe.usdt) {
