@@ -14,9 +14,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "daemon/sys/unique_fd.h"
 #include "daemon/unwind/cfi_table.h"
@@ -137,6 +143,76 @@ TEST(UnwindLoaderRoot, RowsOfExitedProcessesMakeRoomForNewFiles) {
   EXPECT_EQ(std::memcmp(view.as<smt_unwind_row>() + cat_code->first_row, cat_table.rows.data(),
                         cat_rows * sizeof(smt_unwind_row)),
             0);
+}
+
+// A file placed early in a process's load is its own: a later file of the
+// same load that needs the rows of exited processes never takes its rows.
+TEST(UnwindLoaderRoot, ALoadNeverGivesAwayTheRowsItJustPlaced) {
+  const std::string cat_bin = "/usr/bin/cat", ld = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2";
+  Child cat({cat_bin.c_str()});
+  const ProcessMaps real = cat.maps(cat_bin);
+  // An exited process (forked and reaped) listed with libc; then one listing
+  // cat (fits in the room left) below ld.so (fits only in libc's rows).
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  ASSERT_GT(gone, 0);
+  waitpid(gone, nullptr, 0);
+  const uint32_t next = 1u << 22;  // above pid_max: no such process
+  char dir_template[] = "/tmp/stackmapd-unwind-loader.XXXXXX";
+  const std::string root = mkdtemp(dir_template);
+  auto fake = [&](uint32_t pid, const std::vector<std::string>& paths) {
+    const std::string dir = root + "/" + std::to_string(pid);
+    ASSERT_EQ(system(("mkdir -p " + dir + "/map_files").c_str()), 0);
+    std::string maps;
+    for (const MappedFile& f : real.files()) {
+      if (std::find(paths.begin(), paths.end(), f.path) == paths.end()) continue;
+      char range[64], line[512];
+      snprintf(range, sizeof(range), "%lx-%lx", static_cast<unsigned long>(f.start),
+               static_cast<unsigned long>(f.end));
+      snprintf(line, sizeof(line), "%s r-xp %08lx 00:00 0 %s\n", range,
+               static_cast<unsigned long>(f.pgoff), f.path.c_str());
+      maps += line;
+      ASSERT_EQ(symlink(f.path.c_str(), (dir + "/map_files/" + range).c_str()), 0);
+    }
+    std::FILE* out = std::fopen((dir + "/maps").c_str(), "w");
+    ASSERT_NE(out, nullptr);
+    std::fputs(maps.c_str(), out);
+    std::fclose(out);
+  };
+  fake(static_cast<uint32_t>(gone), {kLibc});
+  fake(next, {cat_bin, ld});
+  const std::optional<ProcessMaps> gone_maps = ProcessMaps::read(static_cast<uint32_t>(gone), root);
+  const std::optional<ProcessMaps> next_maps = ProcessMaps::read(next, root);
+  ASSERT_TRUE(gone_maps && next_maps);
+  ASSERT_EQ(next_maps->files().size(), 2u);
+  const size_t libc_rows = rows_of(*gone_maps), cat_rows = build_cfi_table(cat_bin).rows.size(),
+               ld_rows = build_cfi_table(ld).rows.size();
+  const size_t room = cat_rows + ld_rows / 2;
+  ASSERT_LE(ld_rows, libc_rows) << "ld.so fits in libc's rows";
+  const auto max_rows = static_cast<uint32_t>(libc_rows + room);
+
+  LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
+  UniqueFd rows(bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_unwind_rows", 4, sizeof(smt_unwind_row),
+                               max_rows, &mmapable));
+  UniqueFd procs(bpf_map_create(BPF_MAP_TYPE_HASH, "t_unwind_procs", 4, sizeof(smt_unwind_process),
+                                16, nullptr));
+  ASSERT_TRUE(rows && procs) << "bpf_map_create: " << strerror(errno) << " (root?)";
+  UnwindLoader loader(rows.get(), max_rows, procs.get());
+  ASSERT_TRUE(loader.load(static_cast<uint32_t>(gone), 1, *gone_maps));
+  ASSERT_TRUE(loader.load(next, 1, *next_maps));
+  smt_unwind_process p = {};
+  ASSERT_EQ(bpf_map_lookup_elem(procs.get(), &next, &p), 0);
+  const smt_unwind_mapping* c = mapping_of(p, *next_maps, cat_bin);
+  const smt_unwind_mapping* l = mapping_of(p, *next_maps, ld);
+  ASSERT_TRUE(c && l);
+  EXPECT_EQ(c->nr_rows, cat_rows);
+  EXPECT_EQ(l->nr_rows, ld_rows) << "ld.so placed in the exited process's rows";
+  EXPECT_TRUE(c->first_row + c->nr_rows <= l->first_row ||
+              l->first_row + l->nr_rows <= c->first_row)
+      << "cat's rows [" << c->first_row << ", +" << c->nr_rows << ") and ld.so's [" << l->first_row
+      << ", +" << l->nr_rows << ") overlap";
+  EXPECT_EQ(loader.counts().tables_freed, 1u) << "libc's, not cat's";
+  ASSERT_EQ(system(("rm -rf " + root).c_str()), 0);
 }
 
 }  // namespace

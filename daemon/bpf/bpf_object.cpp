@@ -237,10 +237,6 @@ void BpfObject::use_pins(const SessionConfig& config) {
     throw Error(
         "-- CMD needs stackmapd's own BPF object (its fork and exit programs); drop --pinned "
         "or run the command first and give --pid");
-  if (!config.functions.empty())
-    throw Error(
-        "-f needs stackmapd's own BPF object (one fentry program per function); with "
-        "--pinned use -e tracepoints or --profile");
   if (!config.uprobes.empty())
     throw Error("-u needs stackmapd's own BPF object (its uprobe program); drop --pinned or -u");
   if (config.user_stacks)

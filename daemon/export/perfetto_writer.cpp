@@ -269,6 +269,14 @@ uint64_t PerfettoWriter::intern_callstack(Sequence& seq, uint64_t key,
       intern_user_frames(seq, *set, user->frames[i], i > 0, frame_ids, interned);
   for (auto ip = ips.rbegin(); ip != ips.rend(); ++ip)
     frame_ids.push_back(intern_frame(seq, *ip, interned));
+  // A sample taken in user mode without its user stack: one frame in the
+  // "[unknown]" mapping, as perf shows it. Perfetto's importer drops a
+  // sample whose callstack it cannot find, and its count with it.
+  if (frame_ids.empty()) {
+    static const UserStackSet kNoBinaries;
+    UserFrame unknown;
+    intern_user_frames(seq, set ? *set : kNoBinaries, unknown, false, frame_ids, interned);
+  }
   for (uint64_t id : frame_ids) callstack.varint(pf::kFrameIds, id);  // root first, unpacked
   interned.message(pf::kCallstacks, callstack);
   return known.iid;
@@ -319,13 +327,12 @@ void PerfettoWriter::write(const smt_trace_record& r, const std::string& comm,
   sample.varint(pf::kCpu, e.cpu);
   sample.varint(pf::kPid, e.tgid);
   sample.varint(pf::kTid, e.tid);
-  if (!ips.empty() || ustack)
-    sample.varint(pf::kSampleCallstackIid,
-                  intern_callstack(
-                      seq, uint64_t{e.stack_id} << 32 | (ustack ? e.user_stack_id : kNoUserStack),
-                      ips, user, ustack, interned));
-  // The leaf's mode: kernel frames come innermost.
-  sample.varint(pf::kCpuMode, ips.empty() && ustack ? pf::kCpuModeUser : pf::kCpuModeKernel);
+  sample.varint(
+      pf::kSampleCallstackIid,
+      intern_callstack(seq, uint64_t{e.stack_id} << 32 | (ustack ? e.user_stack_id : kNoUserStack),
+                       ips, user, ustack, interned));
+  // The leaf's mode: kernel frames come innermost; none, taken in user mode.
+  sample.varint(pf::kCpuMode, ips.empty() ? pf::kCpuModeUser : pf::kCpuModeKernel);
   // The timebase counter as perf reads it: since the start, per CPU.
   sample.varint(pf::kTimebaseCount, seq.timebase[e.cpu] += seq.step ? seq.step : e.weight);
   if (seq.sum) sample.varint(pf::kFollowerCounts, seq.follower[e.cpu] += e.weight);

@@ -170,6 +170,11 @@ SessionConfig SessionOptions::session_config() const {
     s.keys.fields.push_back(KeyField::bucket);
   }
   s.filter = filter;
+  // Before -f's mechanisms are probed: with --pinned there are none to choose.
+  if (!functions.empty() && !pinned.empty())
+    throw Error(
+        "-f needs stackmapd's own BPF object (its fentry and kprobe programs); with --pinned "
+        "use -e tracepoints or --profile");
   if (!filter.empty() && !pinned.empty())
     throw Error(
         "--filter needs stackmapd's own BPF object (the pinned one has no filter program); "

@@ -59,12 +59,14 @@ std::optional<uint32_t> UnwindLoader::take_rows(uint32_t n) {
   return std::nullopt;
 }
 
-std::optional<uint32_t> UnwindLoader::place(const std::shared_ptr<const CfiTable>& t) {
+std::optional<uint32_t> UnwindLoader::place(const std::shared_ptr<const CfiTable>& t,
+                                            const Tables& loading) {
   if (auto it = placed_.find(t.get()); it != placed_.end()) return it->second.first;
   const size_t n = t->rows.size();
   std::optional<uint32_t> first =
       n <= max_rows_ ? take_rows(static_cast<uint32_t>(n)) : std::nullopt;
-  if (!first && n <= max_rows_ && reclaim() >= n) first = take_rows(static_cast<uint32_t>(n));
+  if (!first && n <= max_rows_ && reclaim(loading) >= n)
+    first = take_rows(static_cast<uint32_t>(n));
   if (!first) {
     ++counts_.rows_full;
     return std::nullopt;
@@ -87,7 +89,7 @@ void UnwindLoader::set_users(uint32_t pid, Tables used) {
   if (!used.empty()) users_.emplace(pid, std::move(used));
 }
 
-uint64_t UnwindLoader::reclaim() {
+uint64_t UnwindLoader::reclaim(const Tables& loading) {
   std::vector<uint32_t> gone;
   // A zombie still answers kill(): its rows wait until it is reaped.
   for (const auto& [pid, tables] : users_)
@@ -100,7 +102,8 @@ uint64_t UnwindLoader::reclaim() {
   // here keeps its address until placed_ forgets it, below.
   uint64_t freed = 0;
   for (auto it = placed_.begin(); it != placed_.end();) {
-    if (it->second.users) {
+    if (it->second.users || std::any_of(loading.begin(), loading.end(),
+                                        [&](const auto& t) { return t.get() == it->first; })) {
       ++it;
       continue;
     }
@@ -144,7 +147,7 @@ smt_unwind_mapping UnwindLoader::file_mapping(const MappedFile& f, Tables& used)
   }
   const std::optional<uint64_t> bias = t->pc_bias(f.start, f.pgoff);
   if (!bias || t->rows.empty()) return m;
-  const std::optional<uint32_t> first = place(t);
+  const std::optional<uint32_t> first = place(t, used);
   if (!first) return m;
   m.pc_bias = *bias;
   m.first_row = *first;
@@ -165,7 +168,7 @@ smt_unwind_mapping UnwindLoader::vdso_mapping(const CodeRange& r, Tables& used) 
     }
   }
   const std::optional<uint64_t> bias = vdso_ ? vdso_->pc_bias(r.start, 0) : std::nullopt;
-  const std::optional<uint32_t> first = bias ? place(vdso_) : std::nullopt;
+  const std::optional<uint32_t> first = bias ? place(vdso_, used) : std::nullopt;
   if (!first) return m;
   m.pc_bias = *bias;
   m.first_row = *first;

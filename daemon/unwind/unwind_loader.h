@@ -55,12 +55,14 @@ class UnwindLoader {
   smt_unwind_mapping file_mapping(const MappedFile& f, Tables& used);
   smt_unwind_mapping vdso_mapping(const CodeRange& r, Tables& used);
   // The rows of `t` in the map, placed the first time; nullopt when full.
-  std::optional<uint32_t> place(const std::shared_ptr<const CfiTable>& t);
+  // `loading`: the tables the entry being built lists so far, kept.
+  std::optional<uint32_t> place(const std::shared_ptr<const CfiTable>& t, const Tables& loading);
   // A run of n free rows, taken; nullopt when none is that long.
   std::optional<uint32_t> take_rows(uint32_t n);
   // Forgets the processes that exited (their entries too) and gives back
-  // the rows no living process is listed with. Returns the rows freed.
-  uint64_t reclaim();
+  // the rows no living process is listed with, but `loading`'s (not counted
+  // as used until the entry is written). Returns the rows freed.
+  uint64_t reclaim(const Tables& loading);
   // Process `pid` is now listed with `used` (none: forgotten).
   void set_users(uint32_t pid, Tables used);
 

@@ -135,6 +135,10 @@ def main():
                 pc -= 1
             want += [(f.get("path", "[unknown]"), pc)] * max(1, len(f["symbols"]))
         user_stacks.add(tuple(want))
+    # Samples taken in user mode without their user stack (the JSON's stack
+    # 4294967293, no --user-stacks) are one frame in the "[unknown]" mapping.
+    if any(s["stack_id"] == 4294967293 for s in doc["stacks"]):
+        user_stacks.add((("[unknown]", 0),))
     errors = []
     # Interned data, by sequence.
     callstacks, frames, names, mappings, paths, build_ids = {}, {}, {}, {}, {}, {}
