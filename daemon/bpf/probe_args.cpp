@@ -85,8 +85,8 @@ uint32_t probe_arg_field(const UprobeTarget& probe, const std::string& field) {
   if (!is_probe_arg(field))
     throw Error("-u events are weighed by an argument, arg0 to arg" + std::to_string(kMaxArgs - 1) +
                 " (as bpftrace names them), not by a field");
-  const auto n = static_cast<size_t>(field[3] - '0');
 #if defined(__x86_64__)
+  const auto n = static_cast<size_t>(field[3] - '0');
   if (probe.usdt) {
     std::istringstream in(probe.usdt_args);
     std::vector<std::string> specs;
@@ -102,8 +102,8 @@ uint32_t probe_arg_field(const UprobeTarget& probe, const std::string& field) {
   return SMT_WEIGHT_FIELD(static_cast<uint32_t>(kArgRegs[n]), 8u, 0u);
 #else
   (void)probe;
-  throw Error("--sum/--hist " + field + " reads registers as x86_64 passes arguments: this " +
-              "machine is not x86_64");
+  throw Error(field + " is read from the registers x86_64 passes arguments in: this machine is " +
+              "not x86_64");
 #endif
 }
 
