@@ -69,7 +69,8 @@ reset_tracing() { # dir
 }
 
 # Walks an FSMB v2 file record by record; prints "<nr_stacks> OK" when the
-# sizes add up exactly, else an error.
+# sizes add up exactly, else an error. Only stack 4294967293 (--profile's
+# samples taken in user mode) has no frame.
 fsmb_check() { # file
 	od -An -v -tu4 -w4 "$1" | awk '
 		{ w[n++] = $1 }
@@ -81,8 +82,9 @@ fsmb_check() { # file
 			p = 4
 			for (s = 0; s < w[2]; s++) {
 				if (p + 4 > n) { print "truncated at stack " s; exit }
+				# nr 0: only the empty stack of samples taken in user mode.
 				nr = w[p + 1]
-				if (nr < 1 || nr > 64 || w[p + 3] != 0) {
+				if ((nr < 1 && w[p] != 4294967293) || nr > 64 || w[p + 3] != 0) {
 					print "bad record " s " nr " nr; exit
 				}
 				p += 4 + 2 * nr
