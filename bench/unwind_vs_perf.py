@@ -86,13 +86,14 @@ def workloads(tmp, only):
         f.write(SQL_LOOP + "select a, count(*), max(b) from t group by a order by 2;\n" * 2000)
     out = {
         "python3": ["/usr/bin/python3", "-c", PY_LOOP],
-        "gzip": ["sh", "-c", f"while :; do gzip -6 -c {data} > /dev/null; done"],
-        "xz": ["sh", "-c", f"while :; do xz -6 -c {data} > /dev/null; done"],
+        # One long-lived compressor each, fed without end.
+        "gzip": ["sh", "-c", f"while :; do cat {data}; done | gzip -6 > /dev/null"],
+        "xz": ["sh", "-c", f"while :; do cat {data}; done | xz -6 > /dev/null"],
         "sqlite3": ["sh", "-c", f"exec sqlite3 :memory: < {sql}"],
         "openssl": ["openssl", "speed", "-seconds", "600", "rsa2048"],
-        "find": ["sh", "-c", "while :; do find / -xdev > /dev/null 2>&1; done"],
+        "find": ["sh", "-c", "exec find " + " ".join(["/usr"] * 50) + " > /dev/null 2>&1"],
     }
-    cb = os.path.join(tmp, "callback_loop")
+    cb = os.path.join(tmp, "callback_loop.bin")
     if subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-x", "c", "-",
                        "-o", cb], input=CALLBACK_C.encode()).returncode == 0:
         out["callback_loop"] = [cb]
@@ -247,6 +248,7 @@ def main():
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="stackmapd-unwind-vs-perf.")
+    os.chmod(tmp, 0o755)  # postgres runs as its own user, under it
     results = []
     try:
         for name, cmd in workloads(tmp, set(filter(None, args.only.split(",")))).items():
