@@ -71,6 +71,18 @@ struct Child {
   pid_t pid = -1;
 };
 
+// The walker's two maps, of its shapes: rows (mmapable) and processes.
+struct WalkerMaps {
+  explicit WalkerMaps(uint32_t max_rows) {
+    LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
+    rows = UniqueFd(bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_unwind_rows", 4, sizeof(smt_unwind_row),
+                                   max_rows, &mmapable));
+    procs = UniqueFd(bpf_map_create(BPF_MAP_TYPE_HASH, "t_unwind_procs", 4,
+                                    sizeof(smt_unwind_process), 16, nullptr));
+  }
+  UniqueFd rows, procs;
+};
+
 size_t rows_of(const ProcessMaps& m) {
   size_t n = 0;
   for (const MappedFile& f : m.files()) n += build_cfi_table(f.open_path).rows.size();
@@ -96,13 +108,10 @@ TEST(UnwindLoaderRoot, RowsOfExitedProcessesMakeRoomForNewFiles) {
   // Room for sleep, libc, ld.so and the vdso: not for cat's own rows too.
   const auto max_rows = static_cast<uint32_t>(rows_of(sleep_maps) + kVdsoRoom);
 
-  LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
-  UniqueFd rows(bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_unwind_rows", 4, sizeof(smt_unwind_row),
-                               max_rows, &mmapable));
-  UniqueFd procs(bpf_map_create(BPF_MAP_TYPE_HASH, "t_unwind_procs", 4, sizeof(smt_unwind_process),
-                                16, nullptr));
-  ASSERT_TRUE(rows && procs) << "bpf_map_create: " << strerror(errno) << " (root?)";
-  UnwindLoader loader(rows.get(), max_rows, procs.get());
+  const WalkerMaps maps(max_rows);
+  const int rows = maps.rows.get(), procs = maps.procs.get();
+  ASSERT_TRUE(maps.rows && maps.procs) << "bpf_map_create: " << strerror(errno) << " (root?)";
+  UnwindLoader loader(rows, max_rows, procs);
 
   ASSERT_TRUE(loader.load(static_cast<uint32_t>(sleeper.pid), 1, sleep_maps));
   EXPECT_EQ(loader.counts().rows_full, 0u);
@@ -113,7 +122,7 @@ TEST(UnwindLoaderRoot, RowsOfExitedProcessesMakeRoomForNewFiles) {
   const auto cat_pid = static_cast<uint32_t>(cat.pid);
   smt_unwind_process p = {};
   ASSERT_TRUE(loader.load(cat_pid, 1, cat_maps));
-  ASSERT_EQ(bpf_map_lookup_elem(procs.get(), &cat_pid, &p), 0);
+  ASSERT_EQ(bpf_map_lookup_elem(procs, &cat_pid, &p), 0);
   EXPECT_EQ(loader.counts().rows_full, 1u) << "sleep lives: no room for cat";
   ASSERT_NE(mapping_of(p, cat_maps, cat_bin), nullptr);
   EXPECT_EQ(mapping_of(p, cat_maps, cat_bin)->nr_rows, 0u) << "cat left to frame pointers";
@@ -124,7 +133,7 @@ TEST(UnwindLoaderRoot, RowsOfExitedProcessesMakeRoomForNewFiles) {
 
   sleeper.end();  // exited and reaped: its rows are free to go
   ASSERT_TRUE(loader.load(cat_pid, 2, cat_maps));
-  ASSERT_EQ(bpf_map_lookup_elem(procs.get(), &cat_pid, &p), 0);
+  ASSERT_EQ(bpf_map_lookup_elem(procs, &cat_pid, &p), 0);
   const smt_unwind_mapping* cat_code = mapping_of(p, cat_maps, cat_bin);
   ASSERT_NE(cat_code, nullptr);
   EXPECT_EQ(cat_code->nr_rows, cat_rows) << "cat placed in sleep's rows";
@@ -134,10 +143,10 @@ TEST(UnwindLoaderRoot, RowsOfExitedProcessesMakeRoomForNewFiles) {
   ASSERT_NE(libc_after, nullptr);
   EXPECT_EQ(libc_after->first_row, libc_before.first_row) << "a living process's rows stay put";
   const auto pid = static_cast<uint32_t>(sleeper.pid);
-  EXPECT_NE(bpf_map_lookup_elem(procs.get(), &pid, &p), 0) << "the exited process's entry went";
+  EXPECT_NE(bpf_map_lookup_elem(procs, &pid, &p), 0) << "the exited process's entry went";
 
   // The map holds cat's rows where its entry says.
-  Mapping view(rows.get(), size_t{max_rows} * sizeof(smt_unwind_row), PROT_READ, 0, "rows");
+  Mapping view(rows, size_t{max_rows} * sizeof(smt_unwind_row), PROT_READ, 0, "rows");
   const CfiTable cat_table = build_cfi_table(cat_bin);
   ASSERT_LE(size_t{cat_code->first_row} + cat_rows, max_rows);
   EXPECT_EQ(std::memcmp(view.as<smt_unwind_row>() + cat_code->first_row, cat_table.rows.data(),
@@ -191,17 +200,14 @@ TEST(UnwindLoaderRoot, ALoadNeverGivesAwayTheRowsItJustPlaced) {
   ASSERT_LE(ld_rows, libc_rows) << "ld.so fits in libc's rows";
   const auto max_rows = static_cast<uint32_t>(libc_rows + room);
 
-  LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
-  UniqueFd rows(bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_unwind_rows", 4, sizeof(smt_unwind_row),
-                               max_rows, &mmapable));
-  UniqueFd procs(bpf_map_create(BPF_MAP_TYPE_HASH, "t_unwind_procs", 4, sizeof(smt_unwind_process),
-                                16, nullptr));
-  ASSERT_TRUE(rows && procs) << "bpf_map_create: " << strerror(errno) << " (root?)";
-  UnwindLoader loader(rows.get(), max_rows, procs.get());
+  const WalkerMaps maps(max_rows);
+  const int rows = maps.rows.get(), procs = maps.procs.get();
+  ASSERT_TRUE(maps.rows && maps.procs) << "bpf_map_create: " << strerror(errno) << " (root?)";
+  UnwindLoader loader(rows, max_rows, procs);
   ASSERT_TRUE(loader.load(static_cast<uint32_t>(gone), 1, *gone_maps));
   ASSERT_TRUE(loader.load(next, 1, *next_maps));
   smt_unwind_process p = {};
-  ASSERT_EQ(bpf_map_lookup_elem(procs.get(), &next, &p), 0);
+  ASSERT_EQ(bpf_map_lookup_elem(procs, &next, &p), 0);
   const smt_unwind_mapping* c = mapping_of(p, *next_maps, cat_bin);
   const smt_unwind_mapping* l = mapping_of(p, *next_maps, ld);
   ASSERT_TRUE(c && l);
