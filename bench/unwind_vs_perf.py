@@ -180,15 +180,22 @@ def stackmapd_samples(path):
     return out
 
 
+def at_root(frames):
+    """The outermost frame is a thread's root, by its name without glibc's
+    symbol version; a stripped program's _start has none, but it is the one
+    caller of __libc_start_main."""
+    names = [f.split("@")[0] if f else f for f in frames]
+    return bool(names) and (names[-1] in ROOTS or
+                            (len(names) >= 2 and names[-2] == "__libc_start_main"))
+
+
 def figures(samples):
     with_frames = [(f, t) for f, t in samples if f]
     if not with_frames:
         return {"samples": 0}
-    named = [[x for x in f if x is not None] for f, _ in with_frames]
     return {
         "samples": len(with_frames),
-        "root_pct": 100.0 * sum(bool(n) and n[-1] in ROOTS and not t
-                                for n, (_, t) in zip(named, with_frames)) / len(with_frames),
+        "root_pct": 100.0 * sum(at_root(f) and not t for f, t in with_frames) / len(with_frames),
         "garbage_frames": sum(f.count(None) for f, _ in with_frames),
         "median_depth": statistics.median(len(f) for f, _ in with_frames),
     }

@@ -263,8 +263,13 @@ if start_workload sleep sleep 20 50; then
   check "the workload slept 20 times ($(cat "$tmp/sleep.err"))" '[ $wrc -eq 0 ] && [ -n "$slept_us" ]'
   check "stackmapd was still recording when the sleeper exited" '[ $running -eq 0 ]'
   check "--offcpu session exits 0 ($(tail -1 "$tmp/offcpu.err"))" '[ $rc -eq 0 ]'
-  check "--offcpu: no block dropped ($(stat_of drops "$out/stack_map_stat"))" \
-    '[ "$(stat_of drops "$out/stack_map_stat")" -eq 0 ]'
+  # The kernel runs no perf tracepoint program for a few switches (about 1
+  # in 500 under load; bpftrace's sched_switch misses the same): a block
+  # whose switch-in went unseen is found at the next switch-out and dropped
+  # as unended, never merged into the next one. No other drop is allowed.
+  unended=$(stat_of drop_offcpu_unended "$out/stack_map_stat")
+  check "--offcpu: no block dropped but unended ones, at most 2 of 20 ($(stat_of drops "$out/stack_map_stat") dropped, ${unended:-none} unended)" \
+    '[ "$(stat_of drops "$out/stack_map_stat")" = "$unended" ] && [ "$unended" -le 2 ]'
 
   # A block still open when the session ends counts up to its end, as an event.
   open_out=$tmp/offcpu_open
@@ -287,12 +292,14 @@ if start_workload sleep sleep 20 50; then
   # CPU, would be a block of its own with the same frames under
   # preempt_schedule* (or cond_resched): in the weight, not among the 20 sleeps.
   read -r _ sleeps _ <<< "$(j stacks "$out/stack_map.json" "$nanosleep" 'preempt_schedule.*|__cond_resched|irqentry_exit.*')"
-  check "--offcpu: the nanosleep stacks hold exactly the 20 sleeps ($sleeps blocks, $blocks with any preempted ones, in $nstacks stacks)" \
-    '[ "$sleeps" -eq 20 ]'
-  check "--offcpu: they weigh 1.0 s ($ns ns): at least 20 x 50 ms, at most the workload's own $slept_us us" \
-    '[ "$ns" -ge 998000000 ] && [ "$ns" -le $((slept_us * 1000 + 1000000)) ]'
-  check "--offcpu: and nearly all of it (>= 95% of the workload's $slept_us us)" \
-    '[ "$ns" -ge $((slept_us * 950)) ]'
+  # An unended block may be a sleep or a preemption: the sleeps counted are
+  # the 20, less at most the unended ones.
+  check "--offcpu: the nanosleep stacks hold the 20 sleeps, but for unended ones ($sleeps blocks, $unended unended, $blocks with any preempted ones, in $nstacks stacks)" \
+    '[ "$sleeps" -le 20 ] && [ $((sleeps + unended)) -ge 20 ]'
+  check "--offcpu: they weigh $sleeps x 50 ms ($ns ns): at least that, at most the workload's own $slept_us us" \
+    '[ "$ns" -ge $((sleeps * 49900000)) ] && [ "$ns" -le $((slept_us * 1000 + 1000000)) ]'
+  check "--offcpu: and nearly all of it (>= 95% of the workload's $slept_us us for $sleeps of 20 sleeps)" \
+    '[ "$ns" -ge $((slept_us * 950 * sleeps / 20)) ]'
   read -r _ all_ns <<< "$(j total "$out/stack_map.json")"
   check "--offcpu: all blocks of the one-thread process weigh less than the $duration s session ($all_ns ns)" \
     '[ "$all_ns" -le $((duration * 1000000000)) ]'

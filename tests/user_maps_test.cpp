@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "daemon/model/user_stack.h"
+#include "daemon/resolve/user_capture.h"
 #include "daemon/symbols/perf_map.h"
 #include "daemon/symbols/user_symbolizer.h"
 
@@ -75,6 +76,26 @@ TEST(UserStack, FrameNamesAsPerfPrintsThem) {
   EXPECT_EQ(user_frame_names(set, unresolved, true), std::vector<std::string>{"[prog]+0x1fff"});
   UserFrame anonymous{0x7f00deadbeef, -1, 0, 0, {}, ""};
   EXPECT_EQ(user_frame_names(set, anonymous, true), std::vector<std::string>{"0x7f00deadbeef"});
+}
+
+// Whole or truncated, as perf's DWARF unwinding ends on Debian: glibc's
+// versioned and underscored names, a stripped program's nameless _start.
+TEST(UserStack, ReachesAnEntryPointAsGlibcNamesIt) {
+  const auto stack = [](std::vector<std::vector<std::string>> names) {
+    UserStack s;
+    for (auto& n : names) s.frames.push_back(UserFrame{0x1000, 0, 0x1000, 0x1000, n, ""});
+    return s;
+  };
+  EXPECT_TRUE(reaches_entry_point(stack({{"work+0x4"}, {"main+0x10"}, {"_start+0x25"}})));
+  EXPECT_TRUE(
+      reaches_entry_point(stack({{"work+0x4"}, {"start_thread+0x2f3"}, {"__clone3+0x2c"}})));
+  EXPECT_TRUE(
+      reaches_entry_point(stack({{"main+0x10"}, {"__libc_start_main@@GLIBC_2.34+0x85"}, {}})));
+  EXPECT_TRUE(reaches_entry_point(stack({{"main+0x10"}, {"__libc_start_main@@GLIBC_2.34+0x85"}})));
+  EXPECT_FALSE(reaches_entry_point(stack({{"work+0x4"}, {"main+0x10"}, {}})));
+  EXPECT_FALSE(reaches_entry_point(stack({{"work+0x4"}, {"main+0x10"}})));
+  EXPECT_FALSE(reaches_entry_point(stack({{"work+0x4"}, {"start_threads+0x1"}})));
+  EXPECT_FALSE(reaches_entry_point(stack({})));
 }
 
 TEST(PerfMap, NamesJitCodeAsPerfReadsIt) {

@@ -76,6 +76,7 @@ const char* counter_name(int c) {
     case SMC_DROP_RESETTING: return "drop_resetting";
     case SMC_DROP_NESTED: return "drop_nested";
     case SMC_DROP_OFFCPU_FULL: return "drop_offcpu_full";
+    case SMC_DROP_OFFCPU_UNENDED: return "drop_offcpu_unended";
     case SMC_TRUNCATED: return "truncated";
     case SMC_NAMES_FULL: return "names_full";
     case SMC_SENT_WHOLE: return "sent_whole";

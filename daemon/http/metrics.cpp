@@ -76,6 +76,7 @@ const char* drop_reason(int c) {
     case SMC_DROP_RESETTING: return "resetting";
     case SMC_DROP_NESTED: return "nested";
     case SMC_DROP_OFFCPU_FULL: return "offcpu_full";
+    case SMC_DROP_OFFCPU_UNENDED: return "offcpu_unended";
   }
   return "unknown";
 }

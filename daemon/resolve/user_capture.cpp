@@ -11,21 +11,29 @@
 
 namespace stackmapd {
 
+namespace {
+
+// "__libc_start_main@@GLIBC_2.34+0x85" -> "__libc_start_main".
+std::string outer_function(const UserFrame& f) {
+  if (f.symbols.empty()) return {};
+  const std::string name = user_function_name(f.symbols.back());
+  return name.substr(0, name.find('@'));
+}
+
+}  // namespace
+
 bool reaches_entry_point(const UserStack& s) {
-  if (s.frames.empty() || s.frames.back().symbols.empty()) return false;
-  static constexpr std::array<std::string_view, 8> kEntries = {"_start",
-                                                               "__libc_start_main",
-                                                               "__libc_start_call_main",
-                                                               "start_thread",
-                                                               "clone",
-                                                               "clone3",
-                                                               "thread_start",
-                                                               "__clone"};
-  const std::string& outer = s.frames.back().symbols.back();
-  const std::string_view name = std::string_view(outer).substr(0, outer.rfind("+0x"));
+  if (s.frames.empty()) return false;
+  static constexpr std::array<std::string_view, 10> kEntries = {
+      "_start", "__libc_start_main", "__libc_start_call_main", "start_thread",  "clone", "__clone",
+      "clone3", "__clone3",          "thread_start",           "__thread_start"};
+  const std::string outer = outer_function(s.frames.back());
   for (std::string_view e : kEntries)
-    if (name == e) return true;
-  return false;
+    if (outer == e) return true;
+  // A stripped program's _start has no name; it is the one caller of
+  // __libc_start_main, and the walk ends there.
+  return s.frames.size() >= 2 &&
+         outer_function(s.frames[s.frames.size() - 2]) == "__libc_start_main";
 }
 
 UserCapture::UserCapture(std::string proc, std::unique_ptr<UnwindLoader> unwind)

@@ -83,6 +83,7 @@ enum smt_counter {
 	SMC_DROP_RESETTING,	  /* arrived while the table was being reset */
 	SMC_DROP_NESTED,	  /* programs nested deeper than SMT_MAX_NEST on one CPU */
 	SMC_DROP_OFFCPU_FULL,	  /* --offcpu: no room to remember a switched-out thread */
+	SMC_DROP_OFFCPU_UNENDED,  /* --offcpu: a block whose switch-in never ran the program */
 	/* Not outcomes: facts about events counted in one of the above. */
 	SMC_TRUNCATED,	/* stack deeper than SMT_MAX_DEPTH: its innermost frames kept */
 	SMC_NAMES_FULL, /* thread name not kept: SMT_MAX_NAMES names seen already */
@@ -103,11 +104,11 @@ enum smt_counter {
 };
 
 #define SMC_FIRST_DROP SMC_DROP_POOL_FULL
-#define SMC_LAST_DROP SMC_DROP_OFFCPU_FULL
+#define SMC_LAST_DROP SMC_DROP_OFFCPU_UNENDED
 
 /* Bumped whenever the meaning of a map changes without its size changing: a
  * daemon finding pinned maps of another version starts clean. */
-#define SMT_LAYOUT_VERSION 7
+#define SMT_LAYOUT_VERSION 8
 
 /* The daemon's bookkeeping, kept beside the table (struct smt_globals) so that
  * it is pinned with it and survives a daemon restart. BPF never touches it. */
