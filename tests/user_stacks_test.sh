@@ -180,6 +180,32 @@ nap_fns=$(awk '/^#1 /{on=1; next} on && /\(uspin\)/ {print $1}' "$tmp/nap.top" |
 check "--offcpu --user-stacks (rc $rc): the heaviest block's user stack is nap_two, nap_one, main ($nap_fns)" \
   '[ $rc -eq 0 ] && [[ "$nap_fns" == "ustack_nap_two ustack_nap_one main "* ]] && grep -q "^#1 stack_id [0-9]* user_stack_id [0-9]*: .*off-CPU" "$tmp/nap.top"'
 
+# Another user's process, the daemon without CAP_SYS_PTRACE and
+# CAP_CHECKPOINT_RESTORE: its binaries (/proc/PID/map_files) are not ours to
+# open, and stderr says so once, naming what is missing.
+setpriv --reuid=65534 --regid=65534 --clear-groups "$tmp/uspin" 30 nap > "$tmp/nobody.out" &
+opid=$!
+for _ in $(seq 100); do grep -q ready "$tmp/nobody.out" 2> /dev/null && break; sleep 0.05; done
+timeout 30 setpriv --bounding-set=-sys_ptrace,-checkpoint_restore,-sys_admin -- "$BIN" --user-stacks \
+  --offcpu --pid $opid --min-block-us 500 --duration 1 --output "$tmp/nobody" 2> "$tmp/nobody.err"
+rc=$?
+kill $opid 2> /dev/null
+wait $opid 2> /dev/null
+denied=$(grep -cE "cannot open /proc/$opid/map_files/.*: (Operation not permitted|Permission denied): .*CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE" "$tmp/nobody.err")
+check "nobody's process, no CAP_SYS_PTRACE (rc $rc): one line says its binaries are not ours to open, and why ($denied)" \
+  '[ $rc -eq 0 ] && [ "$denied" = 1 ] && [ "$(grep -c "cannot open /proc/" "$tmp/nobody.err")" = 1 ]'
+# And with them (root's own), the same process's frames are named.
+setpriv --reuid=65534 --regid=65534 --clear-groups "$tmp/uspin" 30 nap > "$tmp/nobody2.out" &
+opid=$!
+for _ in $(seq 100); do grep -q ready "$tmp/nobody2.out" 2> /dev/null && break; sleep 0.05; done
+timeout 30 "$BIN" --user-stacks --offcpu --pid $opid --min-block-us 500 --duration 1 --top 1 \
+  --output "$tmp/nobody2" > "$tmp/nobody2.top" 2> "$tmp/nobody2.err"
+rc=$?
+kill $opid 2> /dev/null
+wait $opid 2> /dev/null
+check "nobody's process, as root with every capability (rc $rc): its frames are named, nothing said" \
+  '[ $rc -eq 0 ] && grep -q "^    ustack_nap_two+0x" "$tmp/nobody2.top" && ! grep -q "cannot open" "$tmp/nobody2.err"'
+
 # Without --user-stacks nothing of it shows.
 timeout 30 "$BIN" -e kmem:kmem_cache_alloc --duration 1 --output "$tmp/plain" 2> "$tmp/plain.err"
 check "without --user-stacks: no user lines in stack_map_stat" '! grep -q user "$tmp/plain/stack_map_stat"'

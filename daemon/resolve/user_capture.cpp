@@ -2,9 +2,12 @@
 #include "daemon/resolve/user_capture.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <string_view>
 
 #include "stackmapd/abi.h"
@@ -55,8 +58,12 @@ const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool rer
       maps_.splice(maps_.begin(), maps_, it);
       return &maps_.front().second;
     }
-  std::optional<ProcessMaps> m = ProcessMaps::read(pid, proc_);
-  if (!m) return nullptr;
+  int error = 0;
+  std::optional<ProcessMaps> m = ProcessMaps::read(pid, proc_, &error);
+  if (!m) {
+    say_if_denied(proc_ + "/" + std::to_string(pid) + "/maps", error);
+    return nullptr;
+  }
   if (maps_.size() >= kMaxProcesses) {
     perf_maps_.erase(maps_.back().first);
     maps_.pop_back();
@@ -65,6 +72,16 @@ const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool rer
   maps_.emplace_front(key, std::move(*m));
   read = true;  // the first sight of this process (or of its exec): its unwind tables too
   return &maps_.front().second;
+}
+
+void UserCapture::say_if_denied(const std::string& path, int error) {
+  if ((error != EACCES && error != EPERM) || said_denied_) return;
+  said_denied_ = true;
+  spdlog::warn(
+      "--user-stacks: cannot open {}: {}: the binaries of other users' processes need "
+      "CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE (the shipped unit has both); without them "
+      "their user stacks have no unwind tables or names",
+      path, std::strerror(error));
 }
 
 int32_t UserCapture::binary_index(const MappedFile& f) {
@@ -85,7 +102,10 @@ std::shared_ptr<const UniqueFd> UserCapture::open_file(int32_t binary, const Map
   if (it != open_files_.end()) return it->second;
   if (open_files_.size() >= kMaxOpenFiles) return nullptr;
   auto fd = std::make_shared<const UniqueFd>(open(f.open_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!*fd) return nullptr;
+  if (!*fd) {
+    say_if_denied(f.open_path, errno);
+    return nullptr;
+  }
   open_files_.emplace(binary, fd);
   return fd;
 }

@@ -80,6 +80,9 @@ class UserCapture {
   const ProcessMaps* maps_of(uint32_t pid, uint32_t exec_id, bool reread, bool& read);
   int32_t binary_index(const MappedFile& f);
   std::shared_ptr<const UniqueFd> open_file(int32_t binary, const MappedFile& f);
+  // One warning line, the first time a process's maps or binary are not ours
+  // to read (EACCES, EPERM): processes of other users without the capabilities.
+  void say_if_denied(const std::string& path, int error);
   const std::string& key_of(int32_t binary) const;
   // The name of JIT code at `addr` in the process cached under `key`;
   // `reread`: whether this stack read its perf map again already.
@@ -101,6 +104,7 @@ class UserCapture {
   // (pid, exec id) -> its perf map, for the processes in maps_; nullopt: it has none.
   std::map<uint64_t, std::optional<PerfMap>> perf_maps_;
   uint64_t processes_evicted_ = 0;
+  bool said_denied_ = false;  // say_if_denied's one line said
 };
 
 // The outermost frame is where a process or thread starts: the stack is whole.

@@ -6,11 +6,12 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -101,13 +102,18 @@ ProcessMaps ProcessMaps::parse(const std::string& text) {
   return m;
 }
 
-std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& proc) {
+std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& proc, int* error) {
   const std::string dir = proc + "/" + std::to_string(pid);
-  std::ifstream f(dir + "/maps");
-  if (!f) return std::nullopt;
-  std::stringstream text;
-  text << f.rdbuf();
-  ProcessMaps m = parse(text.str());
+  // The access check is at open (proc_maps_open): its errno says which.
+  const UniqueFd fd(open((dir + "/maps").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    if (error) *error = errno;
+    return std::nullopt;
+  }
+  std::string text;
+  char buf[16384];
+  for (ssize_t n; (n = ::read(fd.get(), buf, sizeof(buf))) > 0;) text.append(buf, n);
+  ProcessMaps m = parse(text);
   // One build id per file, however many mappings it has.
   std::unordered_map<std::string, std::string> ids;
   for (MappedFile& file : m.files_) {

@@ -31,9 +31,12 @@ struct CodeRange {
 
 class ProcessMaps {
  public:
-  // The executable mappings of `pid`; nullopt when the process is gone.
-  // `proc` is the proc filesystem's root (tests pass another).
-  static std::optional<ProcessMaps> read(uint32_t pid, const std::string& proc = "/proc");
+  // The executable mappings of `pid`; nullopt when the process is gone or
+  // its maps are not ours to read (*error: errno, EACCES without
+  // CAP_SYS_PTRACE for another user's process). `proc` is the proc
+  // filesystem's root (tests pass another).
+  static std::optional<ProcessMaps> read(uint32_t pid, const std::string& proc = "/proc",
+                                         int* error = nullptr);
   // Parses the text of a maps file (no build ids: open_path is left empty).
   static ProcessMaps parse(const std::string& text);
 

@@ -115,8 +115,8 @@ check "is-active" '[ "$(inside systemctl is-active stackmapd)" = active ]'
 status=$(inside systemctl show -p StatusText --value stackmapd)
 check "STATUS= reports events and stacks ($status)" 'grep -qE "^[0-9]+ events, [0-9]+ unique stacks" <<< "$status"'
 check "the daemon logs to the journal" 'inside journalctl -u stackmapd -o cat | grep -q "tracing kmem:kmem_cache_alloc"'
-check "its capabilities are the unit's three" \
-  '[ "$(inside grep CapEff /proc/"$(main_pid)"/status | awk "{print \$2}")" = 000000c400000000 ]'
+check "its capabilities are the unit's five" \
+  '[ "$(inside grep CapEff /proc/"$(main_pid)"/status | awk "{print \$2}")" = 000001c400080000 ]'
 
 load
 top=$(inside stackmapd --top 20)
