@@ -167,15 +167,23 @@ user_mode=$(stat_of drop_no_kernel_stack "$st")
 check "without --user-stacks (rc $rc_plain): user-mode samples are hits under the empty stack, not drops" \
   '[ $rc_plain -eq 0 ] && [ "$user_mode" -gt $(( $(stat_of hits "$st") / 2 )) ] && [ "$(stat_of events_total "$st")" -eq $(( $(stat_of hits "$st") + $(stat_of drops "$st") )) ] && [ "$(stat_of drops "$st")" -lt "$user_mode" ] && grep -q "^stack_id $NO_KERNEL \[ref $user_mode, depth 0\]" "$tmp/spin_plain/stack_map"'
 
+# nap_traced NAME RUN_AS DAEMON_PREFIX: uspin's nap loop, started through
+# RUN_AS (words, "" for root), traced by --user-stacks --offcpu --top 1
+# started through DAEMON_PREFIX, into $tmp/NAME, NAME.top and NAME.err; sets
+# $rc (the daemon's) and $napped (the workload's pid).
+nap_traced() {
+  $2 "$tmp/uspin" 30 nap > "$tmp/$1.out" &
+  napped=$!
+  for _ in $(seq 100); do grep -q ready "$tmp/$1.out" 2> /dev/null && break; sleep 0.05; done
+  timeout 30 $3 "$BIN" --user-stacks --offcpu --pid $napped --min-block-us 500 --duration 1 --top 1 \
+    --output "$tmp/$1" > "$tmp/$1.top" 2> "$tmp/$1.err"
+  rc=$?
+  kill $napped 2> /dev/null
+  wait $napped 2> /dev/null
+}
+
 # --offcpu: each block's user stack, taken at switch-out.
-"$tmp/uspin" 30 nap > "$tmp/nap.out" &
-npid=$!
-for _ in $(seq 100); do grep -q ready "$tmp/nap.out" 2> /dev/null && break; sleep 0.05; done
-timeout 30 "$BIN" --user-stacks --offcpu --pid $npid --min-block-us 500 --duration 1 --top 1 \
-  --output "$tmp/nap" > "$tmp/nap.top" 2> "$tmp/nap.err"
-rc=$?
-kill $npid 2> /dev/null
-wait $npid 2> /dev/null
+nap_traced nap "" ""
 nap_fns=$(awk '/^#1 /{on=1; next} on && /\(uspin\)/ {print $1}' "$tmp/nap.top" | sed 's/+0x.*//' | tr '\n' ' ')
 check "--offcpu --user-stacks (rc $rc): the heaviest block's user stack is nap_two, nap_one, main ($nap_fns)" \
   '[ $rc -eq 0 ] && [[ "$nap_fns" == "ustack_nap_two ustack_nap_one main "* ]] && grep -q "^#1 stack_id [0-9]* user_stack_id [0-9]*: .*off-CPU" "$tmp/nap.top"'
@@ -183,26 +191,13 @@ check "--offcpu --user-stacks (rc $rc): the heaviest block's user stack is nap_t
 # Another user's process, the daemon without CAP_SYS_PTRACE and
 # CAP_CHECKPOINT_RESTORE: its binaries (/proc/PID/map_files) are not ours to
 # open, and stderr says so once, naming what is missing.
-setpriv --reuid=65534 --regid=65534 --clear-groups "$tmp/uspin" 30 nap > "$tmp/nobody.out" &
-opid=$!
-for _ in $(seq 100); do grep -q ready "$tmp/nobody.out" 2> /dev/null && break; sleep 0.05; done
-timeout 30 setpriv --bounding-set=-sys_ptrace,-checkpoint_restore,-sys_admin -- "$BIN" --user-stacks \
-  --offcpu --pid $opid --min-block-us 500 --duration 1 --output "$tmp/nobody" 2> "$tmp/nobody.err"
-rc=$?
-kill $opid 2> /dev/null
-wait $opid 2> /dev/null
-denied=$(grep -cE "cannot open /proc/$opid/map_files/.*: (Operation not permitted|Permission denied): .*CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE" "$tmp/nobody.err")
+nobody="setpriv --reuid=65534 --regid=65534 --clear-groups"
+nap_traced nobody "$nobody" "setpriv --bounding-set=-sys_ptrace,-checkpoint_restore,-sys_admin --"
+denied=$(grep -cE "cannot open /proc/$napped/map_files/.*: (Operation not permitted|Permission denied): .*CAP_SYS_PTRACE and CAP_CHECKPOINT_RESTORE" "$tmp/nobody.err")
 check "nobody's process, no CAP_SYS_PTRACE (rc $rc): one line says its binaries are not ours to open, and why ($denied)" \
   '[ $rc -eq 0 ] && [ "$denied" = 1 ] && [ "$(grep -c "cannot open /proc/" "$tmp/nobody.err")" = 1 ]'
 # And with them (root's own), the same process's frames are named.
-setpriv --reuid=65534 --regid=65534 --clear-groups "$tmp/uspin" 30 nap > "$tmp/nobody2.out" &
-opid=$!
-for _ in $(seq 100); do grep -q ready "$tmp/nobody2.out" 2> /dev/null && break; sleep 0.05; done
-timeout 30 "$BIN" --user-stacks --offcpu --pid $opid --min-block-us 500 --duration 1 --top 1 \
-  --output "$tmp/nobody2" > "$tmp/nobody2.top" 2> "$tmp/nobody2.err"
-rc=$?
-kill $opid 2> /dev/null
-wait $opid 2> /dev/null
+nap_traced nobody2 "$nobody" ""
 check "nobody's process, as root with every capability (rc $rc): its frames are named, nothing said" \
   '[ $rc -eq 0 ] && grep -q "^    ustack_nap_two+0x" "$tmp/nobody2.top" && ! grep -q "cannot open" "$tmp/nobody2.err"'
 
