@@ -69,12 +69,15 @@ static __always_inline enum smt_counter deliver(const volatile struct smt_config
 		if (!send_stack(cfg, b, batch, e, 1, buf, p->nr))
 			return SMC_DROP_RINGBUF_FULL;
 		count(cnt, SMC_SENT_WHOLE);
+		/* --trace: the event after its frames, naming their record. */
+		if (cfg->trace_records)
+			send_trace(cfg, b, batch, e, ctx, raw_len, 1);
 		return outcome;
 	}
 	if (outcome != SMC_HITS)
 		return outcome;
 	if (cfg->trace_records)
-		return send_trace(cfg, b, batch, e, ctx, raw_len);
+		return send_trace(cfg, b, batch, e, ctx, raw_len, 0);
 	if (every && ++buf->verify_countdown >= every) {
 		buf->verify_countdown = 0;
 		send_stack(cfg, b, batch, e, 0, buf, p->nr);

@@ -41,11 +41,12 @@ static __always_inline int same_context(const struct smt_trace_context *a,
 /* In the write window, --trace: appends the event to the batch's trace
  * buffer (abi.h), in time order, with the first raw_len bytes of ctx, the
  * tracepoint's raw entry (the daemon sized raw_len from its format file; 0
- * for -f and --profile sources). Who it is goes only when it changed. */
+ * for -f and --profile sources). Who it is goes only when it changed.
+ * whole: its frames were just sent whole (SMT_TE_WHOLE). */
 static __always_inline enum smt_counter send_trace(const volatile struct smt_config *cfg,
 						   struct smt_batch *b, __u32 batch,
 						   const struct smt_event_record *e, void *ctx,
-						   __u32 raw_len)
+						   __u32 raw_len, int whole)
 {
 	struct smt_trace_buf *t = &b->trace;
 	struct smt_trace_context who = {
@@ -74,6 +75,8 @@ static __always_inline enum smt_counter send_trace(const volatile struct smt_con
 		flags |= SMT_TE_TS;
 	if (e->weight != 1)
 		flags |= SMT_TE_WEIGHT;
+	if (whole)
+		flags |= SMT_TE_WHOLE;
 	if (raw_len > SMT_TRACE_RAW_MAX)
 		raw_len = SMT_TRACE_RAW_MAX;
 	te = (struct smt_trace_entry *)&t->data[off];
@@ -103,7 +106,7 @@ static __always_inline enum smt_counter send_trace(const volatile struct smt_con
 	if (!raw_len || bpf_probe_read_kernel(&t->data[at], raw_len, ctx))
 		raw_len = 0;
 	te->ts_delta = flags & SMT_TE_TS ? 0 : (__u32)delta;
-	te->stack_id = e->stack_id;
+	te->stack_id = whole ? b->sent & ((1U << SMT_SEQ_BITS) - 1) : e->stack_id;
 	te->raw_len = raw_len;
 	te->flags = flags;
 	at += (raw_len + 3) & ~3U;

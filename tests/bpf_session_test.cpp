@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -196,9 +197,8 @@ TEST_F(BpfSessionTest, TopStackResolvesToTheAllocator) {
   EXPECT_TRUE(in_syscall_path);
 }
 
-TEST_F(BpfSessionTest, SmallTableCountsPoolExhaustionExactly) {
-  // Several busy tracepoints and a varied workload give more than the 1024
-  // unique stacks of --bits 10.
+// Several busy tracepoints, for more than the 1024 unique stacks of --bits 10.
+SessionConfig small_table_config() {
   SessionConfig c = kmem_config(SMT_MIN_BITS);
   c.ringbuf_bytes = 16u << 20;  // room for every stack sent whole (576 B each)
   for (const char* name : {"kmalloc", "kfree", "kmem_cache_free", "mm_page_alloc", "mm_page_free"})
@@ -206,7 +206,11 @@ TEST_F(BpfSessionTest, SmallTableCountsPoolExhaustionExactly) {
   c.events.push_back({"sched", "sched_switch"});
   c.events.push_back({"sched", "sched_wakeup"});
   c.events.push_back({"timer", "hrtimer_start"});
-  BpfSession s(c);
+  return c;
+}
+
+// A varied workload until the pool is full; then detached and drained.
+void fill_pool(BpfSession& s) {
   for (int i = 0; i < 20 && s.stats().get(SMC_DROP_POOL_FULL) == 0; ++i) {
     generate_allocations(2000);
     // Drained while the workload runs, as the daemon's timer does: past
@@ -226,6 +230,11 @@ TEST_F(BpfSessionTest, SmallTableCountsPoolExhaustionExactly) {
   }
   s.detach();
   s.drain(0);
+}
+
+TEST_F(BpfSessionTest, SmallTableCountsPoolExhaustionExactly) {
+  BpfSession s(small_table_config());
+  fill_pool(s);
   TableStats st = s.stats();
   ASSERT_TRUE(st.pool_full()) << st.entries << " unique stacks only";
   EXPECT_GT(st.get(SMC_DROP_POOL_FULL), 0u);
@@ -248,6 +257,35 @@ TEST_F(BpfSessionTest, SmallTableCountsPoolExhaustionExactly) {
       EXPECT_FALSE(r.ips.empty());
     }
   }
+  EXPECT_EQ(st.bad_records, 0u);
+}
+
+TEST_F(BpfSessionTest, TraceGivesEveryEventOfAFullPoolWithItsStack) {
+  SessionConfig c = small_table_config();
+  c.trace = true;
+  BpfSession s(c);
+  std::map<uint32_t, uint64_t> traced;  // stack id -> events the sink saw
+  s.set_trace_sink(
+      [&](const smt_trace_record& r, const std::string&) { ++traced[r.event.stack_id]; });
+  fill_pool(s);
+  TableStats st = s.stats();
+  ASSERT_TRUE(st.pool_full()) << st.entries << " unique stacks only";
+  ASSERT_GT(st.get(SMC_SENT_WHOLE), 0u);
+  ASSERT_EQ(st.get(SMC_DROP_RINGBUF_FULL), 0u);
+  EXPECT_EQ(st.overflow_lost, 0u);
+  // Every event counted is traced once, under the id the store counts it by:
+  // those sent whole too, as --perfetto needs (one PerfSample per event).
+  uint64_t total = 0, whole = 0;
+  for (const StackRecord& r : s.store().snapshot(s.sources())) {
+    EXPECT_EQ(traced[r.stack_id], r.ref_count) << "stack_id " << r.stack_id;
+    total += r.ref_count;
+    if (r.stack_id >= s.table_size()) whole += r.ref_count;
+  }
+  EXPECT_EQ(total, st.get(SMC_HITS) + st.get(SMC_SENT_WHOLE));
+  EXPECT_GT(whole, 0u) << "events in the overflow store";
+  uint64_t seen = 0;
+  for (const auto& [id, n] : traced) seen += n;
+  EXPECT_EQ(seen, total);
   EXPECT_EQ(st.bad_records, 0u);
 }
 

@@ -296,11 +296,13 @@ check "decode of stack_map.json gives the same folded stacks" 'cmp -s "$tmp/flam
 check "decode of stack_map_bin gives the same folded stacks" 'cmp -s "$tmp/flame.folded" "$tmp/bin.folded"'
 
 # One rule for stdout: the stack_map text goes there only when no other output is asked for.
+start_load  # an idle machine may make no allocation in a second
 "$BIN" --duration 1 > "$tmp/plain.out" 2> /dev/null
+stop_load
 check "no output asked for: the stack_map text on stdout" 'grep -q "^stack_id " "$tmp/plain.out"'
 for opt in "--top 3" "--folded $tmp/r.folded" "--svg $tmp/r.svg" "--pprof $tmp/r.pb.gz" "--otlp $tmp/r.pb" \
   "--perfetto $tmp/r.pftrace" "--trace $tmp/r.trace" "--output $tmp/r.out" "--trace -" "--folded -"; do
-  start_load  # an idle machine may make no allocation in a second
+  start_load
   "$BIN" --duration 1 $opt > "$tmp/rule.out" 2> /dev/null
   rc=$?
   stop_load

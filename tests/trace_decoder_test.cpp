@@ -60,7 +60,7 @@ TEST(TraceDecoder, ReadsContextTimeWeightAndRawBytes) {
   put(buf, 0, 31, SMT_TE_CONTEXT | SMT_TE_TS, &a, 5000000000123ull, 1, "abcde");
   put(buf, 40, 32, 0, nullptr, 0, 1, "xy");
   put(buf, 7, 33, SMT_TE_CONTEXT | SMT_TE_WEIGHT, &b, 0, 1ull << 40, "");
-  put(buf, 0, 34, SMT_TE_TS, nullptr, 9000000000000ull, 1, "12345678");
+  put(buf, 0, 34, SMT_TE_TS | SMT_TE_WHOLE, nullptr, 9000000000000ull, 1, "12345678");
   TraceCursor c;
   const auto r = read_all(c, buf);
   ASSERT_EQ(r.size(), 4u);
@@ -83,6 +83,9 @@ TEST(TraceDecoder, ReadsContextTimeWeightAndRawBytes) {
   EXPECT_EQ(r[3].ts_ns, 9000000000000ull);
   EXPECT_EQ(r[3].event.tid, 102u);
   EXPECT_EQ(r[3].event.weight, 1u);
+  EXPECT_EQ(r[0].flags, 0u);
+  EXPECT_EQ(r[3].flags, SMT_TE_WHOLE);  // stack_id 34 names its frames' record
+  EXPECT_EQ(r[3].event.stack_id, 34u);
 }
 
 TEST(TraceDecoder, ResumesWhereItStopped) {
@@ -118,7 +121,7 @@ TEST(TraceDecoder, RefusesMalformedEntries) {
   TraceCursor d;
   EXPECT_EQ(read_trace(d, cut.data(), cut.size() - 4, 0, r, take), TraceRead::kBad);
   std::vector<char> flags;  // a flag of no meaning
-  put(flags, 0, 1, SMT_TE_CONTEXT | SMT_TE_TS | 8, &a, 1, 1, "");
+  put(flags, 0, 1, SMT_TE_CONTEXT | SMT_TE_TS | SMT_TE_WHOLE << 1, &a, 1, 1, "");
   TraceCursor e;
   EXPECT_EQ(read_trace(e, flags.data(), flags.size(), 0, r, take), TraceRead::kBad);
   EXPECT_EQ(e.offset, 0u);

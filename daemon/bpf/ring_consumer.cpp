@@ -116,29 +116,34 @@ void RingConsumer::on_stack(const smt_stack_record& r) {
     check_sample(r);
     return;
   }
+  const uint32_t id = count_whole(r);
+  // --trace: the event's trace entry comes after, naming this record.
+  if (trace_records_)
+    whole_ids_[uint64_t{SMT_SEQ_BATCH(r.counts.seq)} << 32 | (r.counts.seq & kSeqMask)] = id;
+}
+
+uint32_t RingConsumer::count_whole(const smt_stack_record& r) {
   std::vector<uint64_t> frames(r.ips, r.ips + std::min<uint32_t>(r.nr, SMT_MAX_DEPTH));
   // A stack whose slot was still being written is in the table by now: one
   // stack keeps one id.
   smt_event_record e = r.counts.event;
   e.stack_id = table_.find(frames);
-  if (e.stack_id != SMT_NO_STACK_ID) {
-    count_event(e, r.counts.count);
-    return;
-  }
+  if (e.stack_id != SMT_NO_STACK_ID)
+    return count_event(e, r.counts.count) ? e.stack_id : SMT_NO_STACK_ID;
+  const EventKey key = resolver_.key_of(r.counts.event, r.counts.count);
   auto it = overflow_ids_.find(frames);
   if (it == overflow_ids_.end()) {
     if (overflow_ids_.size() >= kOverflowStacks) {
       overflow_lost_ += r.counts.count;
-      return;
+      return SMT_NO_STACK_ID;
     }
     const uint32_t id = table_.table_size() + static_cast<uint32_t>(overflow_ids_.size());
-    it = overflow_ids_.emplace(frames, id).first;
-    store_.insert(id, std::move(frames), resolver_.key_of(r.counts.event, r.counts.count),
-                  r.counts.event.weight, r.counts.count);
-    return;
+    overflow_ids_.emplace(frames, id);
+    store_.insert(id, std::move(frames), key, r.counts.event.weight, r.counts.count);
+    return id;
   }
-  store_.count(it->second, resolver_.key_of(r.counts.event, r.counts.count), r.counts.event.weight,
-               r.counts.count);
+  store_.count(it->second, key, r.counts.event.weight, r.counts.count);
+  return it->second;
 }
 
 int RingConsumer::on_record(void* ctx, void* data, size_t size) {

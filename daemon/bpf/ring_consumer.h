@@ -97,7 +97,10 @@ class RingConsumer {
   void set_epoch(uint32_t epoch) { epoch_ = epoch; }
   uint32_t epoch() const { return epoch_; }
   // Forgets the stacks sent whole, as the store forgets its own (a reset).
-  void clear_overflow() { overflow_ids_.clear(); }
+  void clear_overflow() {
+    overflow_ids_.clear();
+    whole_ids_.clear();
+  }
   // Receives every --trace record of the current epoch, in time order
   // within one flush_traces() and in each CPU's order, with its thread's name.
   using TraceSink = std::function<void(const smt_trace_record&, const std::string& comm)>;
@@ -118,12 +121,15 @@ class RingConsumer {
   static int on_record(void* ctx, void* data, size_t size);
   void on_count(const smt_count_record& c);
   void on_stack(const smt_stack_record& r);
+  // The id a stack sent whole counts under (SMT_NO_STACK_ID: none is left).
+  uint32_t count_whole(const smt_stack_record& r);
   bool count_event(const smt_event_record& e, uint64_t n);
   void check_sample(const smt_stack_record& v);
   bool held(const void* data, size_t size, uint32_t seq);
   void on_trace_buf(const void* data, size_t size);
-  // Counts one traced event and keeps it for flush_traces().
-  void take_trace(const smt_trace_record& r);
+  // Counts one traced event of `batch` and keeps it for flush_traces().
+  // False, taking nothing, when its frames, sent whole, are not read yet.
+  bool take_trace(const smt_trace_record& r, uint32_t batch);
 
   const TableView& table_;
   StackStore& store_;
@@ -140,6 +146,9 @@ class RingConsumer {
   std::vector<std::vector<char>> held_;
   // Frames of a stack sent whole -> its id in the store.
   std::unordered_map<std::vector<uint64_t>, uint32_t, FramesHash> overflow_ids_;
+  // --trace: the stack records sent whole not yet named by their event's
+  // trace entry (SMT_TE_WHOLE), by batch << 32 | n -> count_whole()'s id.
+  std::unordered_map<uint64_t, uint32_t> whole_ids_;
   // --trace: by batch, how far its buffers are read.
   std::vector<TraceCursor> cursors_;
   // Events read since the last flush_traces(): each with its raw bytes at

@@ -10,10 +10,26 @@
 
 namespace stackmapd {
 
-void RingConsumer::take_trace(const smt_trace_record& r) {
-  if (!count_event(r.event, 1) || !trace_sink_) return;
-  traced_.push_back({r.event, r.ts_ns, static_cast<uint32_t>(trace_raw_.size()), r.raw_len});
+bool RingConsumer::take_trace(const smt_trace_record& r, uint32_t batch) {
+  smt_event_record e = r.event;
+  if (r.flags & SMT_TE_WHOLE) {
+    // Counted as its frames were read; stale, they were not kept.
+    if (e.epoch != epoch_) {
+      ++stale_records_;
+      return true;
+    }
+    const auto it = whole_ids_.find(uint64_t{batch} << 32 | e.stack_id);
+    if (it == whole_ids_.end()) return false;
+    e.stack_id = it->second;
+    whole_ids_.erase(it);
+    if (e.stack_id == SMT_NO_STACK_ID) return true;  // past the overflow store
+  } else if (!count_event(e, 1)) {
+    return true;
+  }
+  if (!trace_sink_) return true;
+  traced_.push_back({e, r.ts_ns, static_cast<uint32_t>(trace_raw_.size()), r.raw_len});
   trace_raw_.insert(trace_raw_.end(), r.raw, r.raw + r.raw_len);
+  return true;
 }
 
 // A buffer sent whole: the rest of what was read of it in place.
@@ -41,8 +57,10 @@ void RingConsumer::on_trace_buf(const void* data, size_t size) {
   const auto cpu = static_cast<uint16_t>(batch / SMT_MAX_NEST);
   // The ring holds each name's announcement before its events.
   const TraceRead read =
-      read_trace(c, entries, head.bytes, cpu, scratch_trace_, [this](const smt_trace_record& r) {
-        take_trace(r);
+      read_trace(c, entries, head.bytes, cpu, scratch_trace_, [&](const smt_trace_record& r) {
+        // Its frames came before it in the ring: when they are not here,
+        // they never will be.
+        if (!take_trace(r, batch)) ++bad_records_;
         return true;
       });
   if (read == TraceRead::kBad) ++bad_records_;
@@ -71,15 +89,15 @@ bool RingConsumer::read_in_place(const std::vector<smt_batch>& batches, uint64_t
     }
     const auto cpu = static_cast<uint16_t>(i / SMT_MAX_NEST);
     const TraceRead read =
-        read_trace(c, t.data, t.bytes, cpu, scratch_trace_, [this](const smt_trace_record& r) {
+        read_trace(c, t.data, t.bytes, cpu, scratch_trace_, [&](const smt_trace_record& r) {
           // Its name's announcement may still wait in the ring. Names come
           // in runs: one lookup per run.
           if (r.event.name != known_name_) {
             if (r.event.name && !resolver_.knows_name(r.event.name)) return false;
             known_name_ = r.event.name;
           }
-          take_trace(r);
-          return true;
+          // Its frames, sent whole, may still wait in the ring too.
+          return take_trace(r, static_cast<uint32_t>(i));
         });
     if (read == TraceRead::kBad) {
       ++bad_records_;

@@ -26,7 +26,7 @@ bool read_trace_entry(const TraceCursor& c, const char* data, uint32_t bytes, ui
   const uint32_t need = (te.flags & SMT_TE_CONTEXT ? sizeof(who) : 0) +
                         (te.flags & SMT_TE_TS ? 8 : 0) + (te.flags & SMT_TE_WEIGHT ? 8 : 0) + raw;
   // A buffer starts with who and when.
-  if ((te.flags & ~(SMT_TE_CONTEXT | SMT_TE_TS | SMT_TE_WEIGHT)) ||
+  if ((te.flags & ~(SMT_TE_CONTEXT | SMT_TE_TS | SMT_TE_WEIGHT | SMT_TE_WHOLE)) ||
       te.raw_len > SMT_TRACE_RAW_MAX || bytes - at < need ||
       (c.offset == 0 && (te.flags & (SMT_TE_CONTEXT | SMT_TE_TS)) != (SMT_TE_CONTEXT | SMT_TE_TS)))
     return false;
@@ -57,7 +57,7 @@ bool read_trace_entry(const TraceCursor& c, const char* data, uint32_t bytes, ui
   e.cpu = cpu;
   e.user_stack_id = who.user_stack_id;
   r.raw_len = te.raw_len;
-  r.reserved = 0;
+  r.flags = te.flags & SMT_TE_WHOLE;
   std::memcpy(r.raw, data + at, te.raw_len);
   next = at + raw;
   return true;

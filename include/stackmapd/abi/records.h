@@ -74,7 +74,7 @@ struct smt_trace_record {
 	struct smt_event_record event;
 	__u64 ts_ns;
 	__u32 raw_len;
-	__u32 reserved;
+	__u32 flags; /* SMT_TE_WHOLE: event.stack_id is that n, not an id */
 	char raw[SMT_TRACE_RAW_MAX];
 };
 

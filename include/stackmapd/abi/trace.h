@@ -33,6 +33,10 @@
 #define SMT_TE_CONTEXT 1U /* an smt_trace_context follows */
 #define SMT_TE_TS 2U	  /* u32 ts_lo, ts_hi follow; ts_delta is 0 */
 #define SMT_TE_WEIGHT 4U  /* u32 weight_lo, weight_hi follow; else it weighs 1 */
+/* An event whose stack the table could not take: its frames went to the ring
+ * before it in an smt_stack_record of the same batch, whose SMT_BATCH_SEQ n
+ * the entry's stack_id holds. */
+#define SMT_TE_WHOLE 8U
 
 struct smt_trace_entry {
 	__u32 ts_delta; /* ns after the entry before in this buffer */
