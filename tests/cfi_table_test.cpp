@@ -115,20 +115,25 @@ std::vector<ReadelfFde> readelf_frames(const std::string& path, const std::strin
 }
 
 std::string describe(const smt_unwind_row& r) {
-  static const char* const kCfa[] = {"none", "rsp", "rbp", "plt", "end", "signal", "unsupported"};
+  static const char* const kCfa[] = {"none",   "rsp",         "rbp",       "plt",      "end",
+                                     "signal", "unsupported", "rsp deref", "rbp deref"};
   static const char* const kRbp[] = {"same", "at", "lost"};
   const unsigned cfa = SMT_UNWIND_CFA_RULE(r.rules), rbp = SMT_UNWIND_RBP_RULE(r.rules);
-  std::string s = cfa < 7 ? kCfa[cfa] : "?";
+  std::string s = cfa < 9 ? kCfa[cfa] : "?";
   if (cfa == SMT_CFA_RSP || cfa == SMT_CFA_RBP || cfa == SMT_CFA_PLT)
     s += "+" + std::to_string(r.cfa_off);
+  if (cfa == SMT_CFA_RSP_DEREF || cfa == SMT_CFA_RBP_DEREF)
+    s += " *" + std::to_string(SMT_CFA_DEREF_AT(r.cfa_off)) + "+" +
+         std::to_string(SMT_CFA_DEREF_ADD(r.cfa_off));
   s += std::string(" rbp ") + (rbp < 3 ? kRbp[rbp] : "?");
   if (rbp == SMT_RBP_AT_CFA) s += " c" + std::to_string(r.rbp_off * 8);
   return s;
 }
 
-// What the row at a readelf row must be. "exp" is the PLT's expression in
-// .plt, the signal frame's under an 'S' CIE, else a rule the walker cannot follow.
-smt_unwind_row expected(const ReadelfRow& r, bool signal, bool in_plt) {
+// What the row at a readelf row must be. "exp" is `exp`'s rule where given
+// (the PLT's in .plt), the signal frame's under an 'S' CIE, else a rule the
+// walker cannot follow.
+smt_unwind_row expected(const ReadelfRow& r, bool signal, const smt_unwind_row* exp) {
   smt_unwind_row e{};
   smt_cfa_rule cfa = SMT_CFA_UNSUPPORTED;
   smt_rbp_rule rbp = SMT_RBP_LOST;
@@ -143,16 +148,18 @@ smt_unwind_row expected(const ReadelfRow& r, bool signal, bool in_plt) {
     cfa = reg[1] == 's' ? SMT_CFA_RSP : SMT_CFA_RBP;
     e.cfa_off = static_cast<uint16_t>(off);
   }
-  if (r.cfa == "exp" && in_plt) {
-    cfa = SMT_CFA_PLT;
-    e.cfa_off = 11;
+  if (r.cfa == "exp" && exp) {
+    cfa = static_cast<smt_cfa_rule>(SMT_UNWIND_CFA_RULE(exp->rules));
+    e.cfa_off = exp->cfa_off;
   }
   if (r.ra == "u") {
     cfa = SMT_CFA_END;
   } else if (r.ra != "c-8") {
     cfa = SMT_CFA_UNSUPPORTED;
   }
-  if (cfa != SMT_CFA_RSP && cfa != SMT_CFA_RBP && cfa != SMT_CFA_PLT) e.cfa_off = 0;
+  if (cfa != SMT_CFA_RSP && cfa != SMT_CFA_RBP && cfa != SMT_CFA_PLT && cfa != SMT_CFA_RSP_DEREF &&
+      cfa != SMT_CFA_RBP_DEREF)
+    e.cfa_off = 0;
   if (r.rbp.empty() || r.rbp == "u" || r.rbp == "s") {
     rbp = SMT_RBP_SAME;
   } else if (r.rbp.starts_with("c")) {
@@ -192,11 +199,22 @@ struct Agreement {
 };
 
 // Every readelf row's pc, and every FDE's end that no other FDE covers, looked
-// up in the table. An "exp" CFA in .plt or in `plt_like` is the PLT's.
+// up in the table. An "exp" CFA in .plt is the PLT's; in one of `exp`'s
+// ranges, that range's rule.
+struct ExpRange {
+  Range range;
+  smt_unwind_row rule;  // its CFA rule and cfa_off
+};
+smt_unwind_row cfa_rule(smt_cfa_rule rule, uint16_t cfa_off) {
+  smt_unwind_row r{};
+  r.rules = SMT_UNWIND_RULES(rule, SMT_RBP_SAME);
+  r.cfa_off = cfa_off;
+  return r;
+}
 Agreement compare_with_readelf(const std::string& path, const CfiTable& t,
-                               std::vector<Range> plt_like = {}) {
+                               std::vector<ExpRange> exp = {}) {
   const auto fdes = readelf_frames(path, t.section);
-  plt_like.push_back(section_range(path, ".plt"));
+  exp.push_back({section_range(path, ".plt"), cfa_rule(SMT_CFA_PLT, 11)});
   Agreement a;
   auto check = [&](uint64_t pc, const smt_unwind_row& want, const std::string& why) {
     const smt_unwind_row* got = t.find(pc);
@@ -214,9 +232,10 @@ Agreement compare_with_readelf(const std::string& path, const CfiTable& t,
     if (f.start == f.end) continue;
     covered.emplace_back(f.start, f.end);
     for (const ReadelfRow& r : f.rows) {
-      bool in_plt = false;
-      for (const auto& [lo, hi] : plt_like) in_plt = in_plt || (r.loc >= lo && r.loc < hi);
-      check(r.loc, expected(r, f.signal, in_plt), f.rows.size() == 1 ? "FDE start" : "row");
+      const smt_unwind_row* rule = nullptr;
+      for (const ExpRange& x : exp)
+        if (r.loc >= x.range.first && r.loc < x.range.second) rule = &x.rule;
+      check(r.loc, expected(r, f.signal, rule), f.rows.size() == 1 ? "FDE start" : "row");
     }
   }
   smt_unwind_row none{};
@@ -288,6 +307,15 @@ asm(".text\n"
     ".p2align 4\n.globl plt_like\nplt_like:\n.cfi_startproc\n"
     ".cfi_escape 0x0f,0x0b,0x77,0x08,0x80,0x00,0x3f,0x1a,0x3b,0x2a,0x33,0x24,0x22\n"
     "ret\n.cfi_endproc\n.globl plt_like_end\nplt_like_end:\n"
+    ".p2align 4\n.globl deref_rsp\nderef_rsp:\n.cfi_startproc\n"
+    ".cfi_escape 0x0f,0x05,0x77,0x28,0x06,0x23,0x08\n"  // CFA = *(rsp + 40) + 8
+    "ret\n.cfi_endproc\n.globl deref_rsp_end\nderef_rsp_end:\n"
+    ".p2align 4\n.globl deref_rbp\nderef_rbp:\n.cfi_startproc\n"
+    ".cfi_escape 0x0f,0x06,0x76,0x98,0x01,0x06,0x23,0x40\n"  // CFA = *(rbp + 152) + 64
+    "ret\n.cfi_endproc\n.globl deref_rbp_end\nderef_rbp_end:\n"
+    ".p2align 4\n.globl deref_odd\nderef_odd:\n.cfi_startproc\n"
+    ".cfi_escape 0x0f,0x05,0x77,0x29,0x06,0x23,0x08\n"  // *(rsp + 41): not a saved rsp
+    "ret\n.cfi_endproc\n"
     ".p2align 4\n.globl odd_expr\nodd_expr:\n.cfi_startproc\n"
     ".cfi_escape 0x0f,0x0b,0x77,0x08,0x80,0x00,0x3f,0x1a,0x3b,0x2a,0x33,0x24,0x1c\n"
     "ret\n.cfi_endproc\n"
@@ -339,8 +367,14 @@ TEST_F(BuiltHere, OmitFramePointerFunctionRows) {
     big = big || r->cfa_off > 2048 * 8;
   }
   EXPECT_TRUE(big) << "no row of work() holds its 16 KiB frame";
+  auto range = [&](const std::string& name) {
+    return Range{symbols_.at(name), symbols_.at(name + "_end")};
+  };
   const Agreement a = compare_with_readelf(
-      dir_ + "/prog", t, {{symbols_.at("plt_like"), symbols_.at("plt_like_end")}});
+      dir_ + "/prog", t,
+      {{range("plt_like"), cfa_rule(SMT_CFA_PLT, 11)},
+       {range("deref_rsp"), cfa_rule(SMT_CFA_RSP_DEREF, SMT_CFA_DEREF_OFF(40, 8))},
+       {range("deref_rbp"), cfa_rule(SMT_CFA_RBP_DEREF, SMT_CFA_DEREF_OFF(152, 64))}});
   EXPECT_EQ(a.mismatches, 0u) << a.first;
 }
 
@@ -355,6 +389,9 @@ TEST_F(BuiltHere, HandWrittenCfiRows) {
   EXPECT_EQ(row_at(t, "root_frame", 0), "end rbp same");
   EXPECT_EQ(row_at(t, "plt_like", 0), "plt+11 rbp same");
   EXPECT_EQ(row_at(t, "odd_expr", 0), "unsupported rbp same");
+  EXPECT_EQ(row_at(t, "deref_rsp", 0), "rsp deref *40+8 rbp same");
+  EXPECT_EQ(row_at(t, "deref_rbp", 0), "rbp deref *152+64 rbp same");
+  EXPECT_EQ(row_at(t, "deref_odd", 0), "unsupported rbp same");
   EXPECT_EQ(row_at(t, "big_frame", 0), "rsp+8 rbp same");
   EXPECT_EQ(row_at(t, "big_frame", 7), "unsupported rbp same");  // 128 KiB: past cfa_off
   EXPECT_EQ(row_at(t, "big_frame", 14), "rsp+8 rbp same");

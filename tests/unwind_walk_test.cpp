@@ -208,6 +208,13 @@ TEST(UnwindWalk, ThroughASignalFrame) {
   expect_whole(s, 11);
 }
 
+TEST(UnwindWalk, ThroughACfaKeptInTheFrame) {
+  Stopped s({workload(), "deref", "30"}, 200ms);
+  // nanosleep, nap, unwind_deref_callee, deref_frame (CFA = *(rsp + 40) + 8),
+  // unwind_three, two, one, main, and libc's three to _start.
+  expect_whole(s, 10);
+}
+
 TEST(UnwindWalk, StockPython) {
   Stopped s({"/usr/bin/python3", "-c",
              "import time,sys\n"

@@ -86,6 +86,21 @@ uint16_t plt_threshold(const Dwarf_Op* ops, size_t n) {
   return static_cast<uint16_t>(ops[4].atom - DW_OP_lit0);
 }
 
+// OpenSSL's "CFA = *(rsp|rbp + AT) + ADD": its rule, AT and ADD packed in
+// *off; SMT_CFA_UNSUPPORTED when `ops` is another expression or out of range.
+smt_cfa_rule deref_rule(const Dwarf_Op* ops, size_t n, uint16_t* off) {
+  int64_t at = 0;
+  if (n != 3 || ops[1].atom != DW_OP_deref || ops[2].atom != DW_OP_plus_uconst)
+    return SMT_CFA_UNSUPPORTED;
+  const bool rsp = is_breg(ops[0], kRsp, &at);
+  if (!rsp && !is_breg(ops[0], kRbp, &at)) return SMT_CFA_UNSUPPORTED;
+  const uint64_t add = ops[2].number;
+  if (at < 0 || at > SMT_CFA_DEREF_AT_MAX || at % 8 || add > SMT_CFA_DEREF_ADD_MAX || add % 8)
+    return SMT_CFA_UNSUPPORTED;
+  *off = SMT_CFA_DEREF_OFF(static_cast<uint64_t>(at), add);
+  return rsp ? SMT_CFA_RSP_DEREF : SMT_CFA_RBP_DEREF;
+}
+
 // The CFA rule of `frame`, its offset in *off.
 smt_cfa_rule cfa_rule(Dwarf_Frame* frame, uint16_t* off) {
   Dwarf_Op* ops = nullptr;
@@ -101,7 +116,7 @@ smt_cfa_rule cfa_rule(Dwarf_Frame* frame, uint16_t* off) {
     *off = threshold;
     return SMT_CFA_PLT;
   }
-  return SMT_CFA_UNSUPPORTED;
+  return deref_rule(ops, n, off);
 }
 
 // Where register `reg` of the caller is saved as "at CFA + *off"; false for
@@ -143,7 +158,9 @@ smt_unwind_row row_of(Dwarf_Frame* frame, unsigned ra_reg, bool signal) {
   const bool ra_saved = saved_at_cfa(frame, ra_reg, &off, &same, &undefined);
   if (undefined) cfa = SMT_CFA_END;
   else if (ra_reg != kRip || !ra_saved || off != -8) cfa = SMT_CFA_UNSUPPORTED;
-  if (cfa == SMT_CFA_RSP || cfa == SMT_CFA_RBP || cfa == SMT_CFA_PLT) row.cfa_off = cfa_off;
+  if (cfa == SMT_CFA_RSP || cfa == SMT_CFA_RBP || cfa == SMT_CFA_PLT || cfa == SMT_CFA_RSP_DEREF ||
+      cfa == SMT_CFA_RBP_DEREF)
+    row.cfa_off = cfa_off;
   smt_rbp_rule rbp = SMT_RBP_LOST;
   if (saved_at_cfa(frame, kRbp, &off, &same, &undefined)) {
     if (off % 8 == 0 && off >= SMT_UNWIND_RBP_OFF_MIN && off <= SMT_UNWIND_RBP_OFF_MAX) {

@@ -43,7 +43,7 @@ struct smt_unwind_regs {
 SMT_INLINE int smt_unwind_by_row(const struct smt_unwind_row *row, struct smt_unwind_regs *r)
 {
 	__u32 cfa_rule = SMT_UNWIND_CFA_RULE(row->rules);
-	__u64 cfa, ra, bp = r->bp;
+	__u64 cfa, ra, bp = r->bp, base;
 
 	switch (cfa_rule) {
 	case SMT_CFA_RSP:
@@ -56,6 +56,15 @@ SMT_INLINE int smt_unwind_by_row(const struct smt_unwind_row *row, struct smt_un
 		break;
 	case SMT_CFA_PLT:
 		cfa = r->sp + 8 + ((r->ip & 15) >= row->cfa_off ? 8 : 0);
+		break;
+	case SMT_CFA_RSP_DEREF:
+	case SMT_CFA_RBP_DEREF:
+		base = cfa_rule == SMT_CFA_RSP_DEREF ? r->sp : r->bp;
+		if (!base)
+			return SMC_USER_UNSUPPORTED;
+		if (smt_unwind_read(&cfa, base + SMT_CFA_DEREF_AT(row->cfa_off)))
+			return SMC_USER_FAULT;
+		cfa += SMT_CFA_DEREF_ADD(row->cfa_off);
 		break;
 	case SMT_CFA_END:
 		return SMC_USER_COMPLETE;

@@ -4,7 +4,7 @@
  * tests/user_unwind_test.sh), built the way Debian builds: -O2, no frame
  * pointers, so only its .eh_frame tells a frame's caller.
  *
- *   unwind_workload sleep|signal|spin SECONDS
+ *   unwind_workload sleep|signal|spin|deref SECONDS
  *
  * sleep:  main -> unwind_one -> unwind_two -> unwind_three -> nanosleep
  *         (libc), for SECONDS;
@@ -12,7 +12,10 @@
  *         itself SIGUSR1; the handler -> unwind_in_handler -> nanosleep, so
  *         a stack taken then crosses the signal frame (__restore_rt);
  * spin:   main -> unwind_one -> unwind_two -> unwind_three, computing in
- *         user mode only, then one getppid() call per round.
+ *         user mode only, then one getppid() call per round;
+ * deref:  main -> unwind_one -> unwind_two -> unwind_three -> deref_frame,
+ *         whose CFA is a word in its own frame (OpenSSL's assembly: CFA =
+ *         *(rsp + 40) + 8) -> unwind_deref_callee -> nanosleep.
  * Writes "ready PID" to stdout first.
  */
 #define _GNU_SOURCE
@@ -24,7 +27,7 @@
 #include <unistd.h>
 
 static volatile long sink;
-static int mode_signal, mode_spin;
+static int mode_signal, mode_spin, mode_deref;
 static double seconds;
 
 static void nap(double s)
@@ -40,6 +43,25 @@ __attribute__((noinline)) static void unwind_in_handler(void)
 	sink++;
 }
 
+__attribute__((noinline)) static void unwind_deref_callee(void)
+{
+	nap(seconds);
+	sink++;
+}
+
+/* Calls fn with rsp realigned, the caller's rsp saved at 40(%rsp) and the
+ * CFA described from there, as OpenSSL's perlasm writes it. */
+void deref_frame(void (*fn)(void));
+asm(".text\n.p2align 4\n.globl deref_frame\n.type deref_frame, @function\n"
+    "deref_frame:\n.cfi_startproc\n"
+    "mov %rsp, %rax\n.cfi_def_cfa_register %rax\n"
+    "sub $64, %rsp\nand $-16, %rsp\nmov %rax, 40(%rsp)\n"
+    /* DW_CFA_def_cfa_expression: DW_OP_breg7 40; DW_OP_deref; DW_OP_plus_uconst 8 */
+    ".cfi_escape 0x0f, 0x05, 0x77, 0x28, 0x06, 0x23, 0x08\n"
+    "call *%rdi\n"
+    "mov 40(%rsp), %rsp\n.cfi_def_cfa %rsp, 8\n"
+    "ret\n.cfi_endproc\n.size deref_frame, .-deref_frame\n");
+
 static void on_usr1(int sig)
 {
 	unwind_in_handler();
@@ -50,6 +72,8 @@ __attribute__((noinline)) static void unwind_three(void)
 {
 	if (mode_signal) {
 		kill(getpid(), SIGUSR1);
+	} else if (mode_deref) {
+		deref_frame(unwind_deref_callee);
 	} else if (mode_spin) {
 		for (long i = 0; i < 20000; i++)
 			sink += i * 7;
@@ -76,13 +100,14 @@ int main(int argc, char **argv)
 {
 	struct timespec start, now;
 
-	if (argc != 3 ||
-	    (strcmp(argv[1], "sleep") && strcmp(argv[1], "signal") && strcmp(argv[1], "spin"))) {
-		fprintf(stderr, "usage: unwind_workload sleep|signal|spin SECONDS\n");
+	if (argc != 3 || (strcmp(argv[1], "sleep") && strcmp(argv[1], "signal") &&
+			  strcmp(argv[1], "spin") && strcmp(argv[1], "deref"))) {
+		fprintf(stderr, "usage: unwind_workload sleep|signal|spin|deref SECONDS\n");
 		return 2;
 	}
 	mode_signal = !strcmp(argv[1], "signal");
 	mode_spin = !strcmp(argv[1], "spin");
+	mode_deref = !strcmp(argv[1], "deref");
 	seconds = atof(argv[2]);
 	signal(SIGUSR1, on_usr1);
 	printf("ready %d\n", getpid());

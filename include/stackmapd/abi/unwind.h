@@ -8,8 +8,9 @@
  * FDE covers (a gap between FDEs, past the last one) finds an SMT_CFA_NONE row:
  * no table there.
  *
- * x86_64 only for now: CFA = rsp|rbp + offset, the return address at CFA - 8
- * (a row whose return address is elsewhere is SMT_CFA_UNSUPPORTED).
+ * x86_64 only for now: CFA = rsp|rbp + offset, or a word read from there plus
+ * an offset; the return address at CFA - 8 (a row whose return address is
+ * elsewhere is SMT_CFA_UNSUPPORTED).
  * Part of stackmapd/abi.h, which includes it.
  */
 #ifndef STACKMAPD_ABI_UNWIND_H
@@ -31,7 +32,20 @@ enum smt_cfa_rule {
 	SMT_CFA_SIGNAL, /* a signal trampoline ('S'): the caller's registers are in the ucontext */
 	SMT_CFA_UNSUPPORTED, /* another expression or register, an offset out of range, or the
 			      * return address not at CFA - 8: cannot follow */
+	/* DW_CFA_def_cfa_expression "breg7 AT; deref; plus_uconst ADD", as
+	 * OpenSSL's assembly keeps the caller's rsp in its frame: CFA =
+	 * *(rsp + AT) + ADD, both packed in cfa_off (SMT_CFA_DEREF_OFF). */
+	SMT_CFA_RSP_DEREF,
+	SMT_CFA_RBP_DEREF, /* the same from rbp (breg6) */
 };
+
+/* A deref rule's AT and ADD in cfa_off: 8-byte units, AT 0..8184 in the low
+ * 10 bits, ADD 0..504 above (other values are SMT_CFA_UNSUPPORTED). */
+#define SMT_CFA_DEREF_AT_MAX 8184
+#define SMT_CFA_DEREF_ADD_MAX 504
+#define SMT_CFA_DEREF_OFF(at, add) ((__u16)((at) / 8 | (add) / 8 << 10))
+#define SMT_CFA_DEREF_AT(cfa_off) (((cfa_off)&0x3ff) * 8)
+#define SMT_CFA_DEREF_ADD(cfa_off) (((cfa_off) >> 10) * 8)
 
 /* Where the caller's rbp is. */
 enum smt_rbp_rule {
