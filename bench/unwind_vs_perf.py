@@ -113,13 +113,15 @@ def start_postgres(tmp, postgres):
     shutil.chown(pgdata, "postgres")
     subprocess.run(["runuser", "-u", "postgres", "--", f"{bindir}/initdb", "-D", pgdata],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    query = "select count(*), sum(x % 7) from generate_series(1, 3000000) x;\n" * 10000
-    p = subprocess.Popen(["runuser", "-u", "postgres", "--", postgres, "--single", "-D", pgdata,
-                          "postgres"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
-    p.stdin.write(query.encode())
-    p.stdin.flush()
-    return p
+    # From a file: a pipe would fill, and block us, long before the backend
+    # has read its queries.
+    queries = os.path.join(tmp, "q.sql")
+    with open(queries, "w") as f:
+        f.write("select count(*), sum(x % 7) from generate_series(1, 3000000) x;\n" * 10000)
+    with open(queries) as stdin:
+        return subprocess.Popen(["runuser", "-u", "postgres", "--", postgres, "--single", "-D",
+                                 pgdata, "postgres"], stdin=stdin, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def target_pid(proc):
@@ -156,7 +158,7 @@ def perf_samples(path):
             continue
         sym = re.sub(r"\+0x[0-9a-f]+$", "", m.group(2))
         garbage = m.group(3) == "[unknown]"
-        cur.append(None if garbage else (sym if sym != "[unknown]" else "?"))
+        cur.append(None if garbage else Frame(sym if sym != "[unknown]" else "?", m.group(3)))
     return [(s, False) for s in samples]  # perf marks no truncation
 
 
@@ -175,7 +177,8 @@ def stackmapd_samples(path):
                 if f.get("binary", -1) < 0 and not f.get("symbols"):
                     frames.append(None)
                 else:
-                    frames.append(f["symbols"][-1].split("+")[0] if f.get("symbols") else "?")
+                    name = f["symbols"][-1].split("+")[0] if f.get("symbols") else "?"
+                    frames.append(Frame(name, f.get("path", "")))
             out += [(frames, u.get("truncated", False))] * e["count"]
     return out
 
@@ -201,16 +204,63 @@ def figures(samples):
     }
 
 
+class Frame(str):
+    """A frame's function name, with the file it is in."""
+
+    def __new__(cls, name, path):
+        f = super().__new__(cls, name)
+        f.path = path
+        return f
+
+
+_addresses = {}
+
+
+def symbol_addresses(path):
+    """Function name -> address in the file at path, from its symbols and
+    its debug file's (/usr/lib/debug/.build-id)."""
+    if path in _addresses:
+        return _addresses[path]
+    files = [path]
+    note = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]{2})([0-9a-f]+)", note)
+    if m:
+        files.append(f"/usr/lib/debug/.build-id/{m.group(1)}/{m.group(2)}.debug")
+    out = {}
+    for f in files:
+        for flags in ([], ["-D"]):
+            nm = subprocess.run(["nm", "--defined-only", *flags, f], capture_output=True,
+                                text=True).stdout
+            for line in nm.splitlines():
+                w = line.split()
+                if len(w) == 3 and w[1] in "TtWwi":
+                    out.setdefault(w[2].split("@")[0], int(w[0], 16))
+    _addresses[path] = out
+    return out
+
+
+def canonical(frame):
+    """A function by its file and address: glibc names one function many ways
+    (malloc and __libc_malloc, free and cfree, qsort_r and __GI___qsort_r), and
+    the tools pick different names."""
+    if not frame or not getattr(frame, "path", "") or not os.path.exists(frame.path):
+        return frame
+    addr = symbol_addresses(frame.path).get(frame.split("@")[0])
+    return frame if addr is None else (os.path.realpath(frame.path), addr)
+
+
 def pair_agreement(ours, perfs):
+    """The share of ours whose leaf perfs name too with a caller of perfs'
+    (a leaf neither names, "?", compares nothing)."""
     callers = collections.defaultdict(set)
     for f, _ in perfs:
-        if len(f) >= 2 and f[0] and f[1]:
-            callers[f[0]].add(f[1])
+        if len(f) >= 2 and f[0] and f[1] and f[0] != "?":
+            callers[canonical(f[0])].add(canonical(f[1]))
     seen = agree = 0
     for f, _ in ours:
-        if len(f) >= 2 and f[0] in callers:
+        if len(f) >= 2 and canonical(f[0]) in callers:
             seen += 1
-            agree += f[1] in callers[f[0]]
+            agree += canonical(f[1]) in callers[canonical(f[0])]
     return (100.0 * agree / seen if seen else None), seen
 
 
@@ -243,8 +293,12 @@ def run_one(name, cmd, args, tmp):
     ours = stackmapd_samples(os.path.join(wdir, "sm", "stack_map.json"))
     perfs = perf_samples(perf_data)
     agree, seen = pair_agreement(ours, perfs)
+    # The other way round: a caller one tool sampled and the other did not
+    # (a leaf called from many places) lowers both; a wrong unwind, one.
+    back, back_seen = pair_agreement(perfs, ours)
     return {"workload": name, "pid": pid, "stackmapd": figures(ours), "perf": figures(perfs),
-            "pairs_agree_pct": agree, "pairs_compared": seen}
+            "pairs_agree_pct": agree, "pairs_compared": seen,
+            "perf_pairs_agree_pct": back, "perf_pairs_compared": back_seen}
 
 
 def main():
@@ -263,11 +317,13 @@ def main():
             results.append(r)
             s, p = r["stackmapd"], r["perf"]
             agree = "-" if r["pairs_agree_pct"] is None else f"{r['pairs_agree_pct']:.1f}%"
+            back = "-" if r["perf_pairs_agree_pct"] is None else f"{r['perf_pairs_agree_pct']:.1f}%"
             print(f"{name:14} stackmapd {s.get('samples', 0):5} samples {s.get('root_pct', 0):5.1f}% "
                   f"to a root, {s.get('garbage_frames', 0)} garbage, median {s.get('median_depth', 0)} | "
                   f"perf {p.get('samples', 0):5} {p.get('root_pct', 0):5.1f}% "
                   f"{p.get('garbage_frames', 0)} garbage, median {p.get('median_depth', 0)} | "
-                  f"(leaf, caller) as perf's: {agree} of {r['pairs_compared']}", flush=True)
+                  f"(leaf, caller) as perf's: {agree} of {r['pairs_compared']}; "
+                  f"perf's as ours: {back} of {r['perf_pairs_compared']}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
