@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "daemon/model/user_stack.h"
 #include "daemon/resolve/user_capture.h"
@@ -62,6 +64,46 @@ TEST(UserSymbolizer, NamesAFunctionOfThisBinaryByFileOffset) {
   sym.resolve(f->build_id + "-other", f->open_path, addr - f->start + f->pgoff, false);
   EXPECT_EQ(sym.evictions(), 1u);
   EXPECT_EQ(sym.open_binaries(), 1u);
+}
+
+__attribute__((noinline)) int user_maps_test_other_function() { return 43; }
+
+// libdwfl's session is closed when idle, and opened again for a frame not
+// asked before from the descriptor the symbolizer keeps: the file may be
+// gone by then. The frames asked already need no session.
+TEST(UserSymbolizer, ClosesAnIdleBinaryAndReadsItAgainAfterItIsDeleted) {
+  auto m = ProcessMaps::read(getpid());
+  ASSERT_TRUE(m);
+  const auto offset = [&](auto fn) {
+    const uint64_t addr = reinterpret_cast<uint64_t>(fn) + 1;
+    const MappedFile* f = m->find(addr);
+    EXPECT_NE(f, nullptr);
+    return f ? addr - f->start + f->pgoff : 0;
+  };
+  char copy[] = "/tmp/stackmapd-symbolizer-XXXXXX";
+  const int fd = mkstemp(copy);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::filesystem::copy_file("/proc/self/exe", copy,
+                             std::filesystem::copy_options::overwrite_existing);
+  UserSymbolizer sym(4);
+  const auto first = sym.resolve("copy", copy, offset(&user_maps_test_marker_function), false);
+  ASSERT_FALSE(first.symbols.empty());
+  EXPECT_EQ(sym.open_sessions(), 1u);
+  std::filesystem::remove(copy);
+  const auto now = std::chrono::steady_clock::now();
+  EXPECT_EQ(sym.close_idle(now), 0u) << "used just now";
+  EXPECT_EQ(sym.close_idle(now + UserSymbolizer::kIdle), 1u);
+  EXPECT_EQ(sym.open_sessions(), 0u);
+  EXPECT_EQ(sym.resolve("copy", copy, offset(&user_maps_test_marker_function), false).symbols,
+            first.symbols)
+      << "asked before: no session needed";
+  EXPECT_EQ(sym.open_sessions(), 0u);
+  const auto other = sym.resolve("copy", copy, offset(&user_maps_test_other_function), false);
+  ASSERT_FALSE(other.symbols.empty()) << "read again through the kept descriptor";
+  EXPECT_EQ(other.symbols.back(),
+            "stackmapd::(anonymous namespace)::user_maps_test_other_function()+0x1");
+  EXPECT_EQ(sym.open_sessions(), 1u);
 }
 
 TEST(UserStack, FrameNamesAsPerfPrintsThem) {

@@ -16,6 +16,7 @@
 // with its debug file: captures must not wait for them).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -67,6 +68,9 @@ class UserCapture {
   CapturedStack capture(const UserStackIps& ips);
   // Fills the frames' symbols and whether the stack is whole.
   UserStack symbolize(CapturedStack&& c);
+  // On symbolize()'s thread, now and then: frees what symbolizing holds
+  // beyond the names found (UserSymbolizer::close_idle).
+  void close_idle() { symbolizer_.close_idle(std::chrono::steady_clock::now()); }
 
   // The binaries frames named so far, by index (UserFrame::binary), from `from` on.
   std::vector<UserBinary> binaries(size_t from) const;

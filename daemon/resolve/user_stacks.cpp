@@ -127,8 +127,15 @@ void UserStackCollector::run_symbolizer(UserStackShared& sh, UserCapture& captur
     UserStackShared::Captured next;
     {
       std::unique_lock<std::mutex> lock(sh.mu);
-      sh.captured_work.wait(lock, [&] { return sh.stop || !sh.captured.empty(); });
+      // Idle, it still wakes to close what symbolizing held open.
+      const bool work = sh.captured_work.wait_for(lock, UserSymbolizer::kIdle,
+                                                  [&] { return sh.stop || !sh.captured.empty(); });
       if (sh.stop) return;
+      if (!work) {
+        lock.unlock();
+        capture.close_idle();
+        continue;
+      }
       next = std::move(sh.captured.front());
       sh.captured.pop_front();
     }
@@ -146,6 +153,7 @@ void UserStackCollector::run_symbolizer(UserStackShared& sh, UserCapture& captur
       sh.unwind = capture.unwind_counts();
     }
     sh.resolved.notify_all();
+    capture.close_idle();
   }
 }
 

@@ -5,21 +5,40 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
 #include <gelf.h>
+#include <malloc.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
 
 #include "daemon/symbols/symbol_index.h"
+#include "daemon/sys/unique_fd.h"
 
 namespace stackmapd {
 
 namespace {
 
+// The standard search, debuginfod included, only when DEBUGINFOD_URLS names
+// a server: elfutils 0.188 otherwise still dlopens libdebuginfod (curl,
+// gnutls, libcrypto: 5 MB of RSS) for every binary without a local debug
+// file. Files are opened as /proc/self/fd/N, so the build id is the one
+// local way to find debug info: .gnu_debuglink's directories are the fd's.
+int find_debuginfo(Dwfl_Module* mod, void** userdata, const char* modname, GElf_Addr base,
+                   const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+                   char** debuginfo_file_name) {
+  static const bool debuginfod = [] {
+    const char* urls = getenv("DEBUGINFOD_URLS");
+    return urls && urls[0];
+  }();
+  return (debuginfod ? dwfl_standard_find_debuginfo : dwfl_build_id_find_debuginfo)(
+      mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
+}
+
 const Dwfl_Callbacks kCallbacks = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,  // debuginfod too, with DEBUGINFOD_URLS
+    .find_debuginfo = find_debuginfo,
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = nullptr,
 };
@@ -40,17 +59,35 @@ std::string with_offset(const std::string& name, uint64_t off) {
 
 }  // namespace
 
-// One ELF file reported to its own Dwfl session, which owns the file, its
-// symbol table and debug info until dwfl_end.
-struct UserSymbolizer::Binary {
+// One ELF file reported to its own Dwfl session, which owns the file's
+// mapping, its symbol table and debug info until dwfl_end.
+struct UserSymbolizer::Session {
   Dwfl* dwfl = nullptr;
   Dwfl_Module* mod = nullptr;
   std::optional<SymbolIndex> symbols;  // points into mod: reset before dwfl_end
-  uint64_t last_use = 0;
-  ~Binary() {
+  std::chrono::steady_clock::time_point last_use;
+  Session(const std::string& name, const std::string& file) {
+    dwfl = dwfl_begin(&kCallbacks);
+    if (!dwfl) return;
+    mod = dwfl_report_offline(dwfl, name.c_str(), file.c_str(), -1);
+    dwfl_report_end(dwfl, nullptr, nullptr);
+    if (mod) symbols.emplace(mod);
+  }
+  ~Session() {
     symbols.reset();
     if (dwfl) dwfl_end(dwfl);
   }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+};
+
+// A binary as long as it is cached: its file, held open so that it can be
+// read again after its process (or the file) is gone, and the names found.
+struct UserSymbolizer::Binary {
+  UniqueFd fd;  // closed: unreadable, every frame unnamed
+  std::unique_ptr<Session> session;
+  std::unordered_map<uint64_t, Result> frames;  // (file offset << 1 | is_return) -> names
+  uint64_t last_use = 0;
 };
 
 UserSymbolizer::UserSymbolizer(size_t max_binaries) : max_binaries_(max_binaries) {}
@@ -67,12 +104,7 @@ UserSymbolizer::Binary* UserSymbolizer::binary(const std::string& key, const std
       ++evictions_;
     }
     auto b = std::make_unique<Binary>();
-    b->dwfl = dwfl_begin(&kCallbacks);
-    if (b->dwfl) {
-      b->mod = dwfl_report_offline(b->dwfl, key.c_str(), file.c_str(), -1);
-      dwfl_report_end(b->dwfl, nullptr, nullptr);
-      if (b->mod) b->symbols.emplace(b->mod);
-    }
+    b->fd.reset(open(file.c_str(), O_RDONLY | O_CLOEXEC));
     // A file that cannot be read stays cached as such: it is not retried per frame.
     it = binaries_.emplace(key, std::move(b)).first;
   }
@@ -80,13 +112,47 @@ UserSymbolizer::Binary* UserSymbolizer::binary(const std::string& key, const std
   return it->second.get();
 }
 
+size_t UserSymbolizer::open_sessions() const {
+  size_t n = 0;
+  for (const auto& [key, b] : binaries_) n += b->session != nullptr;
+  return n;
+}
+
+size_t UserSymbolizer::close_idle(std::chrono::steady_clock::time_point now) {
+  size_t closed = 0;
+  for (auto& [key, b] : binaries_)
+    if (b->session && now - b->session->last_use >= kIdle) {
+      b->session.reset();
+      ++closed;
+    }
+  // libdw's buffers are freed into this thread's arena: return them.
+  if (closed) malloc_trim(0);
+  return closed;
+}
+
 UserSymbolizer::Result UserSymbolizer::resolve(const std::string& key, const std::string& file,
                                                uint64_t file_offset, bool is_return) {
-  Result r;
   Binary* b = binary(key, file);
-  if (!b->mod) return r;
+  if (!b->fd) return {};
+  const uint64_t frame = file_offset << 1 | is_return;
+  if (auto it = b->frames.find(frame); it != b->frames.end()) return it->second;
+  if (!b->session) {
+    b->session = std::make_unique<Session>(key, "/proc/self/fd/" + std::to_string(b->fd.get()));
+    if (!b->session->mod) {  // no ELF
+      b->session.reset();
+      b->fd.reset();
+      return {};
+    }
+  }
+  b->session->last_use = std::chrono::steady_clock::now();
+  if (b->frames.size() >= kMaxFramesPerBinary) b->frames.clear();
+  return b->frames[frame] = lookup(*b->session, file_offset, is_return);
+}
+
+UserSymbolizer::Result UserSymbolizer::lookup(Session& s, uint64_t file_offset, bool is_return) {
+  Result r;
   GElf_Addr bias = 0;
-  Elf* elf = dwfl_module_getelf(b->mod, &bias);  // owned by the Dwfl
+  Elf* elf = dwfl_module_getelf(s.mod, &bias);  // owned by the Dwfl
   if (!elf) return r;
   size_t phnum = 0;
   if (elf_getphdrnum(elf, &phnum) != 0) return r;
@@ -104,7 +170,7 @@ UserSymbolizer::Result UserSymbolizer::resolve(const std::string& key, const std
 
   // Inlined functions around the address, innermost first (perf's order).
   Dwarf_Addr cu_bias = 0;
-  if (Dwarf_Die* cu = dwfl_module_addrdie(b->mod, lookup, &cu_bias)) {
+  if (Dwarf_Die* cu = dwfl_module_addrdie(s.mod, lookup, &cu_bias)) {
     Dwarf_Die* scopes = nullptr;
     const int n = dwarf_getscopes(cu, lookup - cu_bias, &scopes);  // malloc'd, freed below
     for (int i = 0; i < n; ++i) {
@@ -116,13 +182,13 @@ UserSymbolizer::Result UserSymbolizer::resolve(const std::string& key, const std
     free(scopes);
   }
   GElf_Off off = 0;
-  if (const char* name = b->symbols->lookup(lookup, &off)) {
+  if (const char* name = s.symbols->lookup(lookup, &off)) {
     // The offset of the address itself, as perf and addr2line print it.
     r.symbols.push_back(with_offset(demangle(name), at - (lookup - off)));
   } else {
     r.symbols.clear();  // inlined names without their function would mislead
   }
-  if (Dwfl_Line* line = dwfl_module_getsrc(b->mod, lookup)) {
+  if (Dwfl_Line* line = dwfl_module_getsrc(s.mod, lookup)) {
     int lineno = 0;
     if (const char* src = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr))
       r.srcline = std::string(src) + ":" + std::to_string(lineno);
