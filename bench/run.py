@@ -26,8 +26,10 @@ Sections:
   pool_exhausted ns/event of a --bits 10 daemon whose pool is full next to a
                  --bits 14 one that is not, on the same events.
   user_stacks    --user-stacks with unwind tables, with frame pointers (--user-unwind
-                 fp) and without, the three on the same tracepoint at once, the attach
-                 order rotated: in-kernel ns/event of each and the ratios.
+                 fp) and without, and bpftrace's `ustack`, the four on the same
+                 tracepoint at once, the attach order rotated: in-kernel ns/event of
+                 each and the ratios; then a CPU profile (999 Hz) of a program without
+                 frame pointers by the tables, the fp walk and bpftrace: ns per sample.
   offcpu         --offcpu next to `-e sched:sched_switch` under a pipe ping-pong:
                  ns per sched_switch and the ping-pong's ops/s, A B A B ...
   progs          each daemon configuration's BPF programs (-e, --trace,
@@ -64,6 +66,8 @@ import tempfile
 import shutil
 import time
 import traceback
+
+from unwind_vs_perf import CALLBACK_C
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -116,6 +120,37 @@ def perf_attachments():
         return []
     return [(a["pid"], a["prog_id"], a.get("tracepoint", "")) for a in data
             if a.get("fd_type") == "tracepoint"]
+
+
+def held_perf_programs(pid):
+    """The perf_event programs (type 7) `pid` holds, when it also holds a perf event:
+    a CPU profile's programs, which `bpftool perf show` does not list."""
+    progs, events = set(), False
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                info = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        events |= target == "anon_inode:[perf_event]"
+        if target == "anon_inode:bpf-prog" and info.get("prog_type", "").strip() == "7":
+            progs.add(int(info["prog_id"]))
+    return sorted(progs) if events else []
+
+
+def wait_profiling(proc, timeout=30.0):
+    """Waits until `proc` samples CPUs through a BPF program; returns its prog ids."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited early with {proc.returncode}")
+        progs = held_perf_programs(proc.pid)
+        if progs:
+            time.sleep(0.3)  # the attach follows the open
+            return progs
+        time.sleep(0.05)
+    raise RuntimeError(f"{proc.args[0]} did not start profiling within {timeout} s")
 
 
 def wait_attached(proc, n_events, timeout=30.0):
@@ -255,7 +290,8 @@ class Stackmapd(Tracer):
             cmd += ["-e", e]
         self.stderr = open(os.path.join(self.outdir, "log"), "w")
         self.proc = subprocess.Popen(pinned(cmd), stdout=subprocess.DEVNULL, stderr=self.stderr)
-        self.prog_ids = wait_attached(self.proc, max(1, len(self.events)))
+        self.prog_ids = (wait_attached(self.proc, max(1, len(self.events))) if self.events
+                         else wait_profiling(self.proc))
         ring = prog_ringbuf_map(self.prog_ids[0])
         self.ring = RingProducerPos(ring) if ring is not None else None
 
@@ -295,15 +331,26 @@ class Stackmapd(Tracer):
 
 
 class Bpftrace(Tracer):
-    name = "bpftrace"
+    """bpftrace running `prog`; with `counted`, the sum of its map's counts
+    printed at exit (the events its filter let through) in self.counted."""
+
+    def __init__(self, name="bpftrace", prog=BPFTRACE_PROG, counted=False):
+        self.name, self.prog, self.counted_wanted = name, prog, counted
+        self.counted = None
 
     def start(self):
-        self.proc = subprocess.Popen(pinned(["bpftrace", "-e", BPFTRACE_PROG]),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.prog_ids = wait_attached(self.proc, 1)
+        self.proc = subprocess.Popen(pinned(["bpftrace", "-e", self.prog]),
+                                     stdout=subprocess.PIPE if self.counted_wanted
+                                     else subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, text=True)
+        self.prog_ids = (wait_profiling(self.proc) if self.prog.startswith("profile:")
+                         else wait_attached(self.proc, 1))
 
     def stop(self):
         stop_proc(self.proc)
+        if self.counted_wanted:
+            self.counted = sum(int(m.group(1)) for m in
+                               re.finditer(r"\]: (\d+)$", self.proc.stdout.read(), re.M))
 
 
 class Bare(Tracer):
@@ -748,8 +795,10 @@ def bench_user_stacks(a, bins):
         daemons = [Stackmapd(bins["stackmapd"], "user_tables", (EVENT,), 14, ["--user-stacks"]),
                    Stackmapd(bins["stackmapd"], "user_fp", (EVENT,), 14,
                              ["--user-stacks", "--user-unwind", "fp"]),
-                   Stackmapd(bins["stackmapd"], "kernel_only", (EVENT,), 14)]
-        seq = daemons[r % 3:] + daemons[:r % 3]
+                   Stackmapd(bins["stackmapd"], "kernel_only", (EVENT,), 14),
+                   Bpftrace("bpftrace_ustack",
+                            "tracepoint:%s { @[kstack, ustack] = count(); }" % EVENT)]
+        seq = daemons[r % 4:] + daemons[:r % 4]
         started = []
         try:
             for t in seq:
@@ -766,17 +815,79 @@ def bench_user_stacks(a, bins):
             pid = t.prog_ids[0]
             dn = s1[pid][1] - s0[pid][1]
             row[t.name] = (s1[pid][0] - s0[pid][0]) / dn if dn else None
-        for n in ("user_tables", "user_fp"):
+        for n in ("user_tables", "user_fp", "bpftrace_ustack"):
             row[n + "_ratio"] = (row[n] / row["kernel_only"]
                                  if row[n] and row["kernel_only"] else None)
+        # Issue 27's target 3: tables at most 1.5x the frame-pointer walk.
+        row["tables_to_fp"] = (row["user_tables"] / row["user_fp"]
+                               if row["user_tables"] and row["user_fp"] else None)
         rounds.append(row)
         log("user stacks round %d (%s first): ns/event %s with unwind tables, %s with frame "
-            "pointers, %s kernel only; ratios %s, %s" % (
+            "pointers, %s kernel only, %s bpftrace ustack; ratios %s, %s" % (
                 r + 1, seq[0].name, num(row["user_tables"]), num(row["user_fp"]),
-                num(row["kernel_only"]), num(row["user_tables_ratio"], 3),
-                num(row["user_fp_ratio"], 3)))
+                num(row["kernel_only"]), num(row["bpftrace_ustack"]),
+                num(row["user_tables_ratio"], 3), num(row["user_fp_ratio"], 3)))
     res = {"event": EVENT, "rounds": rounds}
-    for k in names + ("user_tables_ratio", "user_fp_ratio"):
+    for k in names + ("user_tables_ratio", "user_fp_ratio", "bpftrace_ustack",
+                      "bpftrace_ustack_ratio", "tables_to_fp"):
+        res[k] = summary([r[k] for r in rounds])
+    res["profile"] = bench_user_profile(a, bins)
+    return res
+
+
+def bench_user_profile(a, bins):
+    """--profile 999 --user-stacks on a user-bound program (-O2, no frame pointers,
+    calling back through glibc: unwind_vs_perf's callback_loop) pinned to the workload
+    CPU, with unwind tables, with frame pointers, and bpftrace `@[kstack, ustack]`, the
+    three at once, the order rotated: in-kernel ns per sample of the program (run time
+    over the samples each counted for it; bpftrace's also runs, cheaply, for the other
+    CPU's samples its filter rejects)."""
+    tmp = tempfile.mkdtemp(prefix="stackmapd-bench-profile-")
+    loop = os.path.join(tmp, "callback_loop")
+    subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-x", "c", "-", "-o",
+                    loop], input=CALLBACK_C.encode(), check=True)
+    prog = subprocess.Popen(["taskset", "-c", str(a.cpu), loop])
+    names = ("user_tables", "user_fp", "bpftrace_ustack")
+    rounds = []
+    try:
+        for r in range(a.px_rounds):
+            common = ["--profile", "999", "--cpu", str(a.cpu), "--pid", str(prog.pid),
+                      "--user-stacks"]
+            tracers = [Stackmapd(bins["stackmapd"], "user_tables", (), 14, common),
+                       Stackmapd(bins["stackmapd"], "user_fp", (), 14,
+                                 common + ["--user-unwind", "fp"]),
+                       Bpftrace("bpftrace_ustack", "profile:hz:999 /pid == %d/ "
+                                "{ @[kstack, ustack] = count(); }" % prog.pid, counted=True)]
+            seq = tracers[r % 3:] + tracers[:r % 3]
+            started = []
+            try:
+                for t in seq:
+                    t.start()
+                    started.append(t)
+                s0 = prog_stats()
+                time.sleep(a.seconds)
+                s1 = prog_stats()
+            finally:
+                for t in reversed(started):
+                    t.stop()
+            row = {"order": [t.name for t in seq]}
+            for t in tracers:
+                counted = (t.counted if isinstance(t, Bpftrace) else
+                           int(t.stat.get("events_total", 0) or 0))
+                ns = sum(s1[p][0] - s0[p][0] for p in t.prog_ids)
+                row[t.name] = ns / counted if counted else None
+                row[t.name + "_samples"] = counted
+            rounds.append(row)
+            log("user profile round %d (%s first): ns/sample %s with unwind tables, %s with "
+                "frame pointers, %s bpftrace ustack" % (
+                    r + 1, seq[0].name, num(row["user_tables"]), num(row["user_fp"]),
+                    num(row["bpftrace_ustack"])))
+    finally:
+        prog.kill()
+        prog.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    res = {"rounds": rounds}
+    for k in names:
         res[k] = summary([r[k] for r in rounds])
     return res
 
@@ -1196,14 +1307,27 @@ def markdown(res):
               (["baseline xlated bytes", "baseline verified insns"] if base else []), rows)
     us = res.get("user_stacks")
     if us:
-        table(L, f"**User stacks** (three daemons on `{us['event']}` at once, same events, "
-                 f"{len(us['rounds'])} rounds, attach order rotated; in-kernel ns/event)",
+        table(L, f"**User stacks** (three daemons and bpftrace on `{us['event']}` at once, same "
+                 f"events, {len(us['rounds'])} rounds, attach order rotated; in-kernel ns/event)",
               ["figure", "median (min–max)"],
               [["--user-stacks, unwind tables", fmt(us["user_tables"])],
                ["--user-stacks --user-unwind fp", fmt(us["user_fp"])],
                ["kernel stacks only", fmt(us["kernel_only"])],
+               ["bpftrace `@[kstack, ustack] = count()`", fmt(us.get("bpftrace_ustack"))],
                ["tables / kernel only", fmt(us["user_tables_ratio"], digits=3)],
-               ["fp / kernel only", fmt(us["user_fp_ratio"], digits=3)]])
+               ["fp / kernel only", fmt(us["user_fp_ratio"], digits=3)],
+               ["bpftrace ustack / kernel only", fmt(us.get("bpftrace_ustack_ratio"), digits=3)],
+               ["tables / fp, per round", fmt(us.get("tables_to_fp"), digits=3)]])
+        up = us.get("profile")
+        if up:
+            table(L, f"**User stacks, CPU profile** (`--profile 999 --user-stacks` of a -O2 program "
+                     f"without frame pointers calling back through glibc, two daemons and bpftrace "
+                     f"at once, {len(up['rounds'])} rounds, order rotated; in-kernel ns per sample "
+                     f"of the program)",
+                  ["figure", "median (min–max)"],
+                  [["unwind tables", fmt(up["user_tables"])],
+                   ["--user-unwind fp", fmt(up["user_fp"])],
+                   ["bpftrace `@[kstack, ustack] = count()`", fmt(up["bpftrace_ustack"])]])
     uw = res.get("unwind")
     if uw:
         table(L, "**Unwind tables** (`bench/cfi_bench`: each file's table built from its CFI; "
