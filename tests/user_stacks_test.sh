@@ -211,5 +211,21 @@ check "without --user-stacks: no user_stacks in the JSON, no binaries/" \
 mkdir -p "$tmp/empty"
 expect_error "no binaries/ directory" "$BIN" decode "$out/stack_map.json" --user-symbols-from "$tmp/empty"
 
+# In a PID namespace of its own (a container without the host's), the pids
+# BPF sees are not its /proc's: what names a process by pid is refused in one
+# line, and nothing is written; kernel stacks alone still work there.
+ns="unshare --pid --fork --mount-proc"
+expect_error "needs the host's PID namespace" $ns "$BIN" --user-stacks -e kmem:kmem_cache_alloc \
+  --duration 1 --output "$tmp/ns"
+check "in its own PID namespace, --user-stacks wrote no file" '[ -z "$(ls -A "$tmp/ns" 2> /dev/null)" ]'
+expect_error "needs the host's PID namespace" $ns "$BIN" -e kmem:kmem_cache_alloc --pid 1 \
+  --duration 1 --output "$tmp/ns"
+expect_error "needs the host's PID namespace" $ns "$BIN" -e kmem:kmem_cache_alloc \
+  --output "$tmp/ns" -- /bin/true
+timeout 30 $ns "$BIN" -e kmem:kmem_cache_alloc --duration 1 --output "$tmp/ns_kernel" 2> "$tmp/ns_kernel.err"
+rc=$?
+check "in its own PID namespace, kernel stacks alone (rc $rc): counted as anywhere" \
+  '[ $rc -eq 0 ] && grep -qE "^events_total: [1-9]" "$tmp/ns_kernel/stack_map_stat"'
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -14,6 +14,7 @@
 
 #include "daemon/bpf/pinning.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/preflight.h"
 #include "stackmapd.skel.h"
 
 namespace stackmapd {
@@ -42,6 +43,16 @@ smt_config settings_for(const SessionConfig& c, uint32_t bits, uint32_t ring_byt
   if (c.filter_pids.size() > SMT_MAX_PIDS)
     throw Error("--pid: " + std::to_string(c.filter_pids.size()) + " processes, at most " +
                 std::to_string(SMT_MAX_PIDS) + " can be traced at once");
+  // BPF programs see the host's pids: in another PID namespace, a pid from
+  // /proc or a fork() names another process, or none.
+  const char* by_pid = c.user_stacks            ? "--user-stacks (and -u)"
+                       : !c.filter_pids.empty() ? "--pid"
+                       : c.follow_command       ? "-- CMD"
+                                                : nullptr;
+  if (by_pid && !in_host_pid_namespace())
+    throw Error(std::string(by_pid) + " needs the host's PID namespace, and stackmapd runs in " +
+                "another: the pids the kernel's programs see are not this /proc's; run it in " +
+                "the host's (docker run --pid=host, Kubernetes hostPID: true)");
   s.filter_tgid_nr = static_cast<uint32_t>(c.filter_pids.size());
   std::copy(c.filter_pids.begin(), c.filter_pids.end(), s.filter_tgid);
   s.filter_cpu = c.filter_cpu;

@@ -3,6 +3,7 @@
 
 #include <linux/capability.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -24,6 +25,12 @@ bool has_cap(const __user_cap_data_struct* data, int cap) {
 }
 
 }  // namespace
+
+bool in_host_pid_namespace(const std::string& ns_link) {
+  constexpr ino_t kInitPidNamespace = 0xEFFFFFFC;  // the kernel's PROC_PID_INIT_INO
+  struct stat st;
+  return stat(ns_link.c_str(), &st) != 0 || st.st_ino == kInitPidNamespace;
+}
 
 void check_privileges() {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};

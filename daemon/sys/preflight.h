@@ -10,6 +10,9 @@ namespace stackmapd {
 
 // CAP_BPF + CAP_PERFMON, or CAP_SYS_ADMIN (what root has).
 void check_privileges();
+// Whether this process is in the host's (the initial) PID namespace, where
+// the pids BPF programs see are /proc's; true when that cannot be told.
+bool in_host_pid_namespace(const std::string& ns_link = "/proc/self/ns/pid");
 // Kernel BTF, without which the CO-RE program cannot be relocated.
 void check_btf(const std::string& btf_path = "/sys/kernel/btf/vmlinux");
 // The tracefs events directory (/sys/kernel/tracing/events or the debugfs
