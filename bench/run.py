@@ -818,7 +818,7 @@ def bench_user_stacks(a, bins):
         for n in ("user_tables", "user_fp", "bpftrace_ustack"):
             row[n + "_ratio"] = (row[n] / row["kernel_only"]
                                  if row[n] and row["kernel_only"] else None)
-        # Issue 27's target 3: tables at most 1.5x the frame-pointer walk.
+        # The tables against the frame-pointer walk, the figure their cost is judged by.
         row["tables_to_fp"] = (row["user_tables"] / row["user_fp"]
                                if row["user_tables"] and row["user_fp"] else None)
         rounds.append(row)
