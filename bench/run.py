@@ -49,6 +49,7 @@ temporary directory by default) but mean nothing and are never judged. Any
 section that crashes makes the exit status non-zero (all sections still run).
 """
 import argparse
+import contextlib
 import ctypes
 import ctypes.util
 import itertools
@@ -264,6 +265,16 @@ def pinned(cmd):
 STOP_TIMEOUT = [60]  # seconds a tracer may take to exit after its signal (smoke: 10)
 
 
+@contextlib.contextmanager
+def killed_on_error(proc):
+    """A tracer that never attached is not left running: its caller never stops it."""
+    try:
+        yield
+    except BaseException:
+        stop_proc(proc, signal.SIGKILL, 10)
+        raise
+
+
 def stop_proc(proc, sig=signal.SIGINT, timeout=None):
     if proc.poll() is None:
         t0 = time.time()
@@ -290,8 +301,9 @@ class Stackmapd(Tracer):
             cmd += ["-e", e]
         self.stderr = open(os.path.join(self.outdir, "log"), "w")
         self.proc = subprocess.Popen(pinned(cmd), stdout=subprocess.DEVNULL, stderr=self.stderr)
-        self.prog_ids = (wait_attached(self.proc, max(1, len(self.events))) if self.events
-                         else wait_profiling(self.proc))
+        with killed_on_error(self.proc):
+            self.prog_ids = (wait_attached(self.proc, max(1, len(self.events))) if self.events
+                             else wait_profiling(self.proc))
         ring = prog_ringbuf_map(self.prog_ids[0])
         self.ring = RingProducerPos(ring) if ring is not None else None
 
@@ -343,8 +355,9 @@ class Bpftrace(Tracer):
                                      stdout=subprocess.PIPE if self.counted_wanted
                                      else subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, text=True)
-        self.prog_ids = (wait_profiling(self.proc) if self.prog.startswith("profile:")
-                         else wait_attached(self.proc, 1))
+        with killed_on_error(self.proc):
+            self.prog_ids = (wait_profiling(self.proc) if self.prog.startswith("profile:")
+                             else wait_attached(self.proc, 1))
 
     def stop(self):
         stop_proc(self.proc)
