@@ -302,8 +302,8 @@ class Stackmapd(Tracer):
         self.stderr = open(os.path.join(self.outdir, "log"), "w")
         self.proc = subprocess.Popen(pinned(cmd), stdout=subprocess.DEVNULL, stderr=self.stderr)
         with killed_on_error(self.proc):
-            self.prog_ids = (wait_attached(self.proc, max(1, len(self.events))) if self.events
-                             else wait_profiling(self.proc))
+            self.prog_ids = (wait_profiling(self.proc) if "--profile" in self.extra
+                             else wait_attached(self.proc, max(1, len(self.events))))
         ring = prog_ringbuf_map(self.prog_ids[0])
         self.ring = RingProducerPos(ring) if ring is not None else None
 
