@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "daemon/model/user_stack.h"
 #include "daemon/resolve/user_capture.h"
@@ -80,12 +81,19 @@ TEST(UserSymbolizer, ClosesAnIdleBinaryAndReadsItAgainAfterItIsDeleted) {
     EXPECT_NE(f, nullptr);
     return f ? addr - f->start + f->pgoff : 0;
   };
+  const MappedFile* self = m->find(reinterpret_cast<uint64_t>(&user_maps_test_marker_function));
+  ASSERT_NE(self, nullptr);
   char copy[] = "/tmp/stackmapd-symbolizer-XXXXXX";
   const int fd = mkstemp(copy);
   ASSERT_GE(fd, 0);
   close(fd);
-  std::filesystem::copy_file("/proc/self/exe", copy,
-                             std::filesystem::copy_options::overwrite_existing);
+  {
+    // Its path from the maps, not /proc/self/exe: under qemu-user that is qemu.
+    std::ifstream in(self->path, std::ios::binary);
+    std::ofstream out(copy, std::ios::binary | std::ios::trunc);
+    out << in.rdbuf();
+    ASSERT_TRUE(in && out) << "copying " << self->path;
+  }
   UserSymbolizer sym(4);
   const auto first = sym.resolve("copy", copy, offset(&user_maps_test_marker_function), false);
   ASSERT_FALSE(first.symbols.empty());
