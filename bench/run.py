@@ -798,6 +798,22 @@ def bench_pool_exhausted(a, bins):
     return res
 
 
+def stats_around(tracers, work):
+    """Starts `tracers` in order, runs work(), stops them in reverse (those started, on a
+    failure too); returns prog_stats() before and after work."""
+    started = []
+    try:
+        for t in tracers:
+            t.start()
+            started.append(t)
+        s0 = prog_stats()
+        work()
+        return s0, prog_stats()
+    finally:
+        for t in reversed(started):
+            t.stop()
+
+
 def bench_user_stacks(a, bins):
     """--user-stacks walking unwind tables, --user-stacks by frame pointers, and kernel stacks
     only, the three on the same tracepoint at once (same events), the attach order rotated
@@ -812,17 +828,7 @@ def bench_user_stacks(a, bins):
                    Bpftrace("bpftrace_ustack",
                             "tracepoint:%s { @[kstack, ustack] = count(); }" % EVENT)]
         seq = daemons[r % 4:] + daemons[:r % 4]
-        started = []
-        try:
-            for t in seq:
-                t.start()
-                started.append(t)
-            s0 = prog_stats()
-            workload(bins["alloc_loop"], a.cpu, a.seconds)
-            s1 = prog_stats()
-        finally:
-            for t in reversed(started):
-                t.stop()
+        s0, s1 = stats_around(seq, lambda: workload(bins["alloc_loop"], a.cpu, a.seconds))
         row = {"order": [t.name for t in seq]}
         for t in daemons:
             pid = t.prog_ids[0]
@@ -872,17 +878,7 @@ def bench_user_profile(a, bins):
                        Bpftrace("bpftrace_ustack", "profile:hz:999 /pid == %d/ "
                                 "{ @[kstack, ustack] = count(); }" % prog.pid, counted=True)]
             seq = tracers[r % 3:] + tracers[:r % 3]
-            started = []
-            try:
-                for t in seq:
-                    t.start()
-                    started.append(t)
-                s0 = prog_stats()
-                time.sleep(a.seconds)
-                s1 = prog_stats()
-            finally:
-                for t in reversed(started):
-                    t.stop()
+            s0, s1 = stats_around(seq, lambda: time.sleep(a.seconds))
             row = {"order": [t.name for t in seq]}
             for t in tracers:
                 counted = (t.counted if isinstance(t, Bpftrace) else
