@@ -218,12 +218,13 @@ TEST_F(ExportFiles, SavedBinariesStayWithinTheirCap) {
   prepare_output_dir(dir_);
   // The file itself: qemu-user (the arm64 tests) cannot read /proc/self/exe.
   const std::string self = fs::read_symlink("/proc/self/exe");
-  const std::string id = elf_build_id(self);
+  FileIdentity mapped;
+  const std::string id = elf_build_id(self, &mapped);
   ASSERT_FALSE(id.empty()) << "the test binary has no build id";
   const uint64_t size = fs::file_size(self);
   UserStackSet set;
   set.enabled = true;
-  set.binaries.push_back({self, id});
+  set.binaries.push_back({self, id, mapped});
   save_user_binaries(dir_, set, kNoGroup, size - 1);
   EXPECT_FALSE(fs::exists(dir_ / "binaries" / id)) << "copied past the cap";
   std::ifstream index(dir_ / "binaries" / "index");

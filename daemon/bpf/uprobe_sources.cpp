@@ -20,6 +20,7 @@
 #include "daemon/symbols/elf_probes.h"
 #include "daemon/symbols/user_maps.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/untrusted_file.h"
 
 namespace stackmapd {
 
@@ -97,7 +98,9 @@ std::optional<std::string> mapped_binary(const std::string& name, uint32_t pid) 
   if (!maps) return std::nullopt;
   auto named = [&](const std::string& n) { return n == name || n.rfind(name + ".so", 0) == 0; };
   for (const MappedFile& f : maps->files())
-    if (f.path[0] == '/' && (named(base_name(f.path)) || named(elf_soname(f.path)))) return f.path;
+    // The soname read through the kernel's link: the path is the process's.
+    if (f.path[0] == '/' && (named(base_name(f.path)) || named(elf_soname(f.open_path))))
+      return f.path;
   return std::nullopt;
 }
 
@@ -153,9 +156,13 @@ std::optional<std::string> in_library_dirs(const std::string& name) {
 
 std::string find_binary(const std::string& binary, const std::vector<uint32_t>& pids) {
   if (binary.find('/') != std::string::npos) {
-    if (!regular_file(binary))
-      throw Error("-u: no such binary " + binary +
-                  ": give the path of an executable or shared library");
+    struct stat st;
+    if (stat(binary.c_str(), &st) != 0)
+      throw Error("-u: no such binary " + binary + " (" + std::strerror(errno) +
+                  "): give the path of an executable or shared library");
+    if (!S_ISREG(st.st_mode))
+      throw Error("-u: " + binary + " is " + file_kind(st.st_mode) +
+                  ", not an executable or shared library: give the path of one");
     return binary;
   }
   for (uint32_t pid : pids)

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/export/user_binaries.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/sendfile.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -15,6 +20,7 @@
 #include "daemon/symbols/user_maps.h"
 #include "daemon/symbols/user_symbolizer.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/untrusted_file.h"
 
 namespace stackmapd {
 
@@ -43,6 +49,22 @@ void warn_over_cap(const UserBinary& b, uint64_t max_bytes) {
       utf8_text(b.path), max_bytes >> 20);
 }
 
+// Copies `size` bytes of `fd` into a new file at `path` with the binary's
+// permissions (a copy shows no one more than the binary does); "" or what failed.
+std::string copy_fd_to(int fd, uint64_t size, mode_t mode, const std::string& path) {
+  UniqueFd out(
+      open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode & 0755));
+  if (!out) return std::strerror(errno);
+  off_t at = 0;
+  while (static_cast<uint64_t>(at) < size) {
+    const ssize_t n = sendfile(out.get(), fd, &at, size - static_cast<uint64_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::strerror(errno);
+    if (n == 0) return "the file shrank while it was copied";
+  }
+  return "";
+}
+
 }  // namespace
 
 void save_user_binaries(const std::string& dir, const UserStackSet& set, gid_t group,
@@ -62,28 +84,37 @@ void save_user_binaries(const std::string& dir, const UserStackSet& set, gid_t g
     index += b.build_id + " " + utf8_text(b.path) + "\n";
     const fs::path copy = bin_dir / b.build_id;
     if (fs::exists(copy, ec)) continue;
-    // The file at the path must still be the one mapped: its build id says.
-    if (elf_build_id(b.path) != b.build_id) {
-      spdlog::warn("{} changed or is gone since it was mapped: not copied", utf8_text(b.path));
+    // The path is the user's: opened without following a link or waiting on
+    // a FIFO, and kept only if it is still the file mapped, same inode and
+    // build id (a user can forge a build id, not an inode).
+    std::string why;
+    std::optional<OpenedFile> f;
+    if (!b.identity.known()) why = "its inode was not read while it was mapped";
+    else f = open_regular(b.path, Links::refused, &why, b.identity);
+    if (f && elf_build_id(*f) != b.build_id) why = "its build id changed", f.reset();
+    if (!f) {
+      spdlog::warn("{} not copied: {}", utf8_text(b.path), why);
       continue;
     }
-    const uint64_t size = fs::file_size(b.path, ec);
-    if (ec) {
-      spdlog::warn("cannot read {}: {}: not copied", utf8_text(b.path), ec.message());
-      continue;
-    }
+    const uint64_t size = static_cast<uint64_t>(f->st.st_size);
     if (used + size > max_bytes) {
       warn_over_cap(b, max_bytes);
       continue;
     }
     const fs::path tmp = bin_dir / ("." + b.build_id + ".tmp");
-    fs::copy_file(b.path, tmp, fs::copy_options::overwrite_existing, ec);
-    if (!ec) fs::rename(tmp, copy, ec);
-    if (!ec) used += size;
+    if (std::string err = copy_fd_to(f->fd.get(), size, f->st.st_mode, tmp.string());
+        !err.empty()) {
+      spdlog::warn("cannot copy {} to {}: {}", utf8_text(b.path), copy.string(), err);
+      fs::remove(tmp, ec);
+      continue;
+    }
+    fs::rename(tmp, copy, ec);
     if (ec) {
       spdlog::warn("cannot copy {} to {}: {}", utf8_text(b.path), copy.string(), ec.message());
       fs::remove(tmp, ec);
+      continue;
     }
+    used += size;
   }
   write_file_atomic((bin_dir / "index").string(), index, 0640, group);
 }

@@ -94,20 +94,33 @@ ParseResult parse_request_line(std::string_view line) {
   auto path = percent_decode(target.substr(0, q), false);
   if (!path) return error(400, "bad percent-escape in the request path");
   r.request.path = *path;
-  if (q != std::string_view::npos) r.request.query = std::string(target.substr(q + 1));
+  if (q != std::string_view::npos) {
+    // A malformed escape in any parameter is the client's error, said here:
+    // query_param() could only take it for a parameter not given.
+    for (std::string_view query = target.substr(q + 1); !query.empty();) {
+      const size_t amp = query.find('&');
+      if (!percent_decode(query.substr(0, amp), true))
+        return error(400, "bad percent-escape in the query: escape '%' as %25");
+      query.remove_prefix(amp == std::string_view::npos ? query.size() : amp + 1);
+    }
+    r.request.query = std::string(target.substr(q + 1));
+  }
   return r;
 }
 
 }  // namespace
 
 ParseResult parse_request(std::string_view buf, size_t max_head) {
-  // Browsers may send an empty line before a request (RFC 9112 2.2).
+  // Browsers may send an empty line before a request (RFC 9112 2.2). What is
+  // skipped still counts against max_head: blank lines are not free.
+  const size_t received = buf.size();
   while (buf.substr(0, 2) == "\r\n") buf.remove_prefix(2);
   while (buf.substr(0, 1) == "\n") buf.remove_prefix(1);
+  const size_t skipped = received - buf.size();
   size_t end = std::string_view::npos, crlf = buf.find("\r\n\r\n"), lf = buf.find("\n\n");
   size_t head_size = 0;
-  if (crlf != std::string_view::npos) end = crlf, head_size = crlf + 4;
-  if (lf != std::string_view::npos && lf < end) end = lf, head_size = lf + 2;
+  if (crlf != std::string_view::npos) end = crlf, head_size = skipped + crlf + 4;
+  if (lf != std::string_view::npos && lf < end) end = lf, head_size = skipped + lf + 2;
 
   // The request line can be judged before the head is complete.
   size_t first_nl = buf.find('\n');
@@ -115,18 +128,18 @@ ParseResult parse_request(std::string_view buf, size_t max_head) {
     std::string_view rest = buf;
     ParseResult line = parse_request_line(next_line(rest));
     if (line.state == ParseResult::State::error) return line;
-  } else if (buf.size() > max_head) {
+  } else if (received > max_head) {
     return error(431, "request head too large");
   } else if (buf.size() > kMaxTarget + 32) {  // a request line this long holds a long target
     return error(414, "request target too long");
   }
   if (end == std::string_view::npos) {
-    if (buf.size() > max_head) return error(431, "request head too large");
+    if (received > max_head) return error(431, "request head too large");
     return {};
   }
   if (head_size > max_head) return error(431, "request head too large");
 
-  std::string_view rest = buf.substr(0, head_size);
+  std::string_view rest = buf.substr(0, head_size - skipped);
   ParseResult r = parse_request_line(next_line(rest));
   while (!rest.empty()) {
     std::string_view line = next_line(rest);

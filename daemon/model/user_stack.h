@@ -7,13 +7,23 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "daemon/sys/untrusted_file.h"
 
 namespace stackmapd {
 
 struct UserBinary {
+  UserBinary() = default;
+  UserBinary(std::string p, std::string id, FileIdentity mapped = {})
+      : path(std::move(p)), build_id(std::move(id)), identity(mapped) {}
+
   std::string path;      // as the process mapped it
   std::string build_id;  // hex; empty when the file has none
+  // The file mapped (through /proc/PID/map_files): opening `path` later must
+  // find this one, not what a user put there since. Unknown when decoded.
+  FileIdentity identity;
   bool operator==(const UserBinary&) const = default;
 };
 

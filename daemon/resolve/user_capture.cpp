@@ -65,7 +65,7 @@ const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool rer
     return nullptr;
   }
   if (maps_.size() >= kMaxProcesses) {
-    perf_maps_.erase(maps_.back().first);
+    if (auto it = perf_maps_.find(maps_.back().first); it != perf_maps_.end()) drop_perf_map(it);
     maps_.pop_back();
     ++processes_evicted_;
   }
@@ -87,7 +87,7 @@ void UserCapture::say_if_denied(const std::string& path, int error) {
 int32_t UserCapture::binary_index(const MappedFile& f) {
   auto [it, added] = binary_ids_.emplace(std::make_pair(f.path, f.build_id),
                                          static_cast<int32_t>(binaries_.size()));
-  if (added) binaries_.push_back(UserBinary{f.path, f.build_id});
+  if (added) binaries_.push_back(UserBinary{f.path, f.build_id, f.identity});
   return it->second;
 }
 
@@ -113,17 +113,47 @@ std::shared_ptr<const UniqueFd> UserCapture::open_file(int32_t binary, const Map
 std::optional<std::string> UserCapture::jit_name(uint64_t key, uint32_t pid, uint64_t addr,
                                                  bool is_return, bool& reread) {
   auto [it, added] = perf_maps_.try_emplace(key);
-  if (added) it->second = PerfMap::read(pid, proc_);
+  bool changed = added;
+  if (added) it->second = read_perf_map(pid);
   std::optional<std::string> name = it->second ? it->second->find(addr, is_return) : std::nullopt;
   // Code compiled since the map was read: read it again, once per stack.
   if (!name && !added && !reread) {
     reread = true;
-    if (std::optional<PerfMap> fresh = PerfMap::read(pid, proc_)) {
+    if (std::optional<PerfMap> fresh = read_perf_map(pid)) {
+      perf_map_bytes_ -= it->second ? it->second->bytes() : 0;
       it->second = std::move(fresh);
+      changed = true;
       name = it->second->find(addr, is_return);
     }
   }
+  if (changed) {
+    perf_map_bytes_ += it->second ? it->second->bytes() : 0;
+    // Past the budget, the other processes' maps go first (read again when
+    // their JIT code is next seen), then this one.
+    for (auto other = perf_maps_.begin();
+         perf_map_bytes_ > kMaxPerfMapBytes && other != perf_maps_.end();)
+      other = other->first == key ? std::next(other) : drop_perf_map(other);
+    if (perf_map_bytes_ > kMaxPerfMapBytes) drop_perf_map(perf_maps_.find(key));
+  }
   return name;
+}
+
+std::optional<PerfMap> UserCapture::read_perf_map(uint32_t pid) {
+  std::string refused;
+  std::optional<PerfMap> m = PerfMap::read(pid, proc_, &refused);
+  if (!refused.empty()) {
+    // A user can make this happen for every process: the first line says it.
+    if (!said_perf_map_refused_)
+      spdlog::warn("--user-stacks: {}; its JIT frames stay unnamed (said once)", refused);
+    else spdlog::debug("--user-stacks: {}", refused);
+    said_perf_map_refused_ = true;
+  }
+  return m;
+}
+
+UserCapture::PerfMaps::iterator UserCapture::drop_perf_map(PerfMaps::iterator it) {
+  perf_map_bytes_ -= it->second ? it->second->bytes() : 0;
+  return perf_maps_.erase(it);
 }
 
 std::vector<UserBinary> UserCapture::binaries(size_t from) const {

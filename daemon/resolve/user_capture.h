@@ -59,6 +59,8 @@ class UserCapture {
   // Binaries held open for the stacks captured ahead of symbolize(); past
   // it, a new binary is opened by path when symbolized, if still there.
   static constexpr size_t kMaxOpenFiles = 128;
+  // The JIT names held for all processes (each map at most PerfMap::kMaxBytes).
+  static constexpr size_t kMaxPerfMapBytes = 256u << 20;
 
   // `proc` is the proc filesystem's root (tests pass another); `unwind`, when
   // given, gets each process's maps as they are read (its unwind tables), on
@@ -92,6 +94,10 @@ class UserCapture {
   // `reread`: whether this stack read its perf map again already.
   std::optional<std::string> jit_name(uint64_t key, uint32_t pid, uint64_t addr, bool is_return,
                                       bool& reread);
+  // The process's perf map; a refused one is said (the first time) and none.
+  std::optional<PerfMap> read_perf_map(uint32_t pid);
+  using PerfMaps = std::map<uint64_t, std::optional<PerfMap>>;
+  PerfMaps::iterator drop_perf_map(PerfMaps::iterator it);
 
   std::string proc_;
   std::unique_ptr<UnwindThread> unwind_;  // null without unwind tables
@@ -106,9 +112,11 @@ class UserCapture {
   std::map<std::pair<std::string, std::string>, int32_t> binary_ids_;  // (path, build id)
   std::map<int32_t, std::shared_ptr<const UniqueFd>> open_files_;      // by binary
   // (pid, exec id) -> its perf map, for the processes in maps_; nullopt: it has none.
-  std::map<uint64_t, std::optional<PerfMap>> perf_maps_;
+  PerfMaps perf_maps_;
+  size_t perf_map_bytes_ = 0;  // what perf_maps_ hold, at most about kMaxPerfMapBytes
   uint64_t processes_evicted_ = 0;
-  bool said_denied_ = false;  // say_if_denied's one line said
+  bool said_denied_ = false;            // say_if_denied's one line said
+  bool said_perf_map_refused_ = false;  // read_perf_map's
 };
 
 // The outermost frame is where a process or thread starts: the stack is whole.

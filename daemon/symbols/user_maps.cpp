@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,18 +14,17 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
-
-#include "daemon/sys/unique_fd.h"
 
 namespace stackmapd {
 
 namespace {
 
-// A file as the kernel knows it: the same path may name another file later.
-struct FileIdentity {
+// A file's content as last read: the same inode may be rewritten.
+struct KnownFile {
   uint64_t dev, ino, size, mtime_ns;
-  auto operator<=>(const FileIdentity&) const = default;
+  auto operator<=>(const KnownFile&) const = default;
 };
 constexpr size_t kMaxKnownFiles = 8192;
 
@@ -42,18 +40,22 @@ std::string to_hex(const unsigned char* p, size_t n) {
 
 }  // namespace
 
-std::string elf_build_id(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return "";
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) return "";
+std::string elf_build_id(const std::string& path, FileIdentity* identity) {
+  std::optional<OpenedFile> f = open_regular(path, Links::kernel, nullptr);
+  if (!f) return "";
+  if (identity) *identity = f->identity();
+  return elf_build_id(*f);
+}
+
+std::string elf_build_id(const OpenedFile& f) {
   // Every new process maps the same few files: a file's id is read once. A
   // file rewritten in place changes its mtime or size, and is read again.
-  const FileIdentity who{st.st_dev, st.st_ino, static_cast<uint64_t>(st.st_size),
-                         static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000u +
-                             static_cast<uint64_t>(st.st_mtim.tv_nsec)};
+  const KnownFile who{static_cast<uint64_t>(f.st.st_dev), static_cast<uint64_t>(f.st.st_ino),
+                      static_cast<uint64_t>(f.st.st_size),
+                      static_cast<uint64_t>(f.st.st_mtim.tv_sec) * 1000000000u +
+                          static_cast<uint64_t>(f.st.st_mtim.tv_nsec)};
   static std::mutex mu;
-  static std::map<FileIdentity, std::string> known;
+  static std::map<KnownFile, std::string> known;
   {
     std::lock_guard lock(mu);
     if (auto it = known.find(who); it != known.end()) return it->second;
@@ -61,7 +63,7 @@ std::string elf_build_id(const std::string& path) {
   elf_version(EV_CURRENT);
   // Read, never mapped: a mapping's munmap costs every CPU a TLB flush, and
   // a busy machine starts hundreds of processes a second.
-  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);  // owned here, ended below
+  Elf* elf = elf_begin(f.fd.get(), ELF_C_READ, nullptr);  // owned here, ended below
   if (!elf) return "";
   std::string out = elf_build_id(elf);
   elf_end(elf);
@@ -93,7 +95,7 @@ ProcessMaps ProcessMaps::parse(const std::string& text) {
     if (perms[2] != 'x') continue;
     std::string path = line.substr(path_at);
     if (path.empty() || path[0] == '[') m.other_code_.push_back(CodeRange{start, end, path});
-    else m.files_.push_back(MappedFile{start, end, pgoff, path, "", ""});
+    else m.files_.push_back(MappedFile{start, end, pgoff, path, "", "", {}});
   }
   std::sort(m.files_.begin(), m.files_.end(),
             [](const MappedFile& a, const MappedFile& b) { return a.start < b.start; });
@@ -115,14 +117,18 @@ std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& pr
   for (ssize_t n; (n = ::read(fd.get(), buf, sizeof(buf))) > 0;) text.append(buf, n);
   ProcessMaps m = parse(text);
   // One build id per file, however many mappings it has.
-  std::unordered_map<std::string, std::string> ids;
+  std::unordered_map<std::string, std::pair<std::string, FileIdentity>> ids;
   for (MappedFile& file : m.files_) {
     char range[64];
     snprintf(range, sizeof(range), "%" PRIx64 "-%" PRIx64, file.start, file.end);
     file.open_path = dir + "/map_files/" + range;
     auto it = ids.find(file.path);
-    if (it == ids.end()) it = ids.emplace(file.path, elf_build_id(file.open_path)).first;
-    file.build_id = it->second;
+    if (it == ids.end()) {
+      FileIdentity identity;
+      const std::string id = elf_build_id(file.open_path, &identity);
+      it = ids.emplace(file.path, std::make_pair(id, identity)).first;
+    }
+    std::tie(file.build_id, file.identity) = it->second;
   }
   return m;
 }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "daemon/sys/untrusted_file.h"
+
 typedef struct Elf Elf;  // libelf's
 
 namespace stackmapd {
@@ -21,6 +23,8 @@ struct MappedFile {
   // (/proc/PID/map_files/..., which works for deleted files and other
   // mount namespaces too).
   std::string open_path;
+  // The file open_path named when read: what a later open of `path` must find.
+  FileIdentity identity;
 };
 
 // Code in no file: the vdso, JIT code in anonymous memory.
@@ -50,9 +54,11 @@ class ProcessMaps {
   std::vector<CodeRange> other_code_;  // sorted by start
 };
 
-// The GNU build id of the ELF file at `path`, in hex; empty if it has none
-// or is no ELF file.
-std::string elf_build_id(const std::string& path);
+// The GNU build id of the ELF file at `path` (a /proc link or a path of the
+// daemon's own: see untrusted_file.h), in hex; empty if it has none, is no
+// ELF file or no regular file. *identity: the file read.
+std::string elf_build_id(const std::string& path, FileIdentity* identity = nullptr);
+std::string elf_build_id(const OpenedFile& f);
 // The same of an ELF file already open.
 std::string elf_build_id(Elf* elf);
 

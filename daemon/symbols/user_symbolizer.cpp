@@ -5,7 +5,6 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
-#include <fcntl.h>
 #include <gelf.h>
 #include <malloc.h>
 
@@ -14,7 +13,7 @@
 #include <optional>
 
 #include "daemon/symbols/symbol_index.h"
-#include "daemon/sys/unique_fd.h"
+#include "daemon/sys/untrusted_file.h"
 
 namespace stackmapd {
 
@@ -104,7 +103,8 @@ UserSymbolizer::Binary* UserSymbolizer::binary(const std::string& key, const std
       ++evictions_;
     }
     auto b = std::make_unique<Binary>();
-    b->fd.reset(open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    if (std::optional<OpenedFile> f = open_regular(file, Links::kernel, nullptr))
+      b->fd = std::move(f->fd);
     // A file that cannot be read stays cached as such: it is not retried per frame.
     it = binaries_.emplace(key, std::move(b)).first;
   }

@@ -3,7 +3,6 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
-#include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
 
@@ -11,10 +10,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "daemon/symbols/user_maps.h"
 #include "daemon/sys/error.h"
-#include "daemon/sys/unique_fd.h"
+#include "daemon/sys/untrusted_file.h"
 #include "daemon/unwind/fde_ranges.h"
 
 namespace stackmapd {
@@ -249,10 +249,11 @@ std::optional<uint64_t> CfiTable::pc_bias(uint64_t start, uint64_t pgoff) const 
 
 CfiTable build_cfi_table(const std::string& path) {
   const std::string what = "unwind table of " + path + ": ";
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw Error(what + "cannot open it (" + strerror(errno) + ")");
+  std::string why;
+  std::optional<OpenedFile> file = open_regular(path, Links::kernel, &why);
+  if (!file) throw Error(what + "cannot open it (" + why + ")");
   elf_version(EV_CURRENT);
-  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(file->fd.get(), ELF_C_READ_MMAP, nullptr));
   GElf_Ehdr eh;
   if (!elf || !gelf_getehdr(elf.get(), &eh)) throw Error(what + "not an ELF file");
   if (eh.e_machine != EM_X86_64)
