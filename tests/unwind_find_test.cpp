@@ -45,7 +45,7 @@ struct Loaded {
 
 Loaded load_self() {
   Loaded l;
-  CfiCache cache;
+  CfiCache cache([](const std::string& path) { return build_cfi_table(path); });
   std::map<const CfiTable*, uint32_t> first_rows;  // a file's rows once
   const auto maps = ProcessMaps::read(static_cast<uint32_t>(getpid()));
   EXPECT_TRUE(maps);

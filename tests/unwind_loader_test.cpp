@@ -111,7 +111,8 @@ TEST(UnwindLoaderRoot, RowsOfExitedProcessesMakeRoomForNewFiles) {
   const WalkerMaps maps(max_rows);
   const int rows = maps.rows.get(), procs = maps.procs.get();
   ASSERT_TRUE(maps.rows && maps.procs) << "bpf_map_create: " << strerror(errno) << " (root?)";
-  UnwindLoader loader(rows, max_rows, procs);
+  UnwindLoader loader(rows, max_rows, procs,
+                      [](const std::string& p) { return build_cfi_table(p); });
 
   ASSERT_TRUE(loader.load(static_cast<uint32_t>(sleeper.pid), 1, sleep_maps));
   EXPECT_EQ(loader.counts().rows_full, 0u);
@@ -203,7 +204,8 @@ TEST(UnwindLoaderRoot, ALoadNeverGivesAwayTheRowsItJustPlaced) {
   const WalkerMaps maps(max_rows);
   const int rows = maps.rows.get(), procs = maps.procs.get();
   ASSERT_TRUE(maps.rows && maps.procs) << "bpf_map_create: " << strerror(errno) << " (root?)";
-  UnwindLoader loader(rows, max_rows, procs);
+  UnwindLoader loader(rows, max_rows, procs,
+                      [](const std::string& p) { return build_cfi_table(p); });
   ASSERT_TRUE(loader.load(static_cast<uint32_t>(gone), 1, *gone_maps));
   ASSERT_TRUE(loader.load(next, 1, *next_maps));
   smt_unwind_process p = {};

@@ -144,7 +144,8 @@ Walk walk(const Stopped& s) {
   UniqueFd procs_fd(bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "unwind_procs", 4,
                                    sizeof(smt_unwind_process), 16, nullptr));
   EXPECT_TRUE(rows_fd && procs_fd) << "BPF maps: run as root";
-  UnwindLoader loader(rows_fd.get(), kRows, procs_fd.get());
+  UnwindLoader loader(rows_fd.get(), kRows, procs_fd.get(),
+                      [](const std::string& p) { return build_cfi_table(p); });
   const std::optional<ProcessMaps> maps = ProcessMaps::read(static_cast<uint32_t>(s.pid()));
   EXPECT_TRUE(maps.has_value());
   EXPECT_TRUE(loader.load(static_cast<uint32_t>(s.pid()), 0, *maps));

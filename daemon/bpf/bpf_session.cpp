@@ -16,6 +16,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "daemon/resolve/sandboxed_parser.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {
@@ -45,10 +46,13 @@ std::unique_ptr<UserStackCollector> user_stack_collector(const BpfObject& object
   if (!table.enabled()) return nullptr;
   std::unique_ptr<UnwindLoader> unwind;
   if (object.user_unwind()) {
+    // Tables are parsed in a sandbox of their own (the unwind thread's).
+    auto parser = std::make_shared<SandboxedParser>("unwind tables");
     unwind = std::make_unique<UnwindLoader>(object.unwind_rows_fd(), BpfObject::kUnwindRows,
-                                            object.unwind_procs_fd());
+                                            object.unwind_procs_fd(), sandboxed_tables(parser));
     for (uint32_t pid : pids)
-      if (std::optional<ProcessMaps> maps = ProcessMaps::read(pid))
+      if (std::optional<ProcessMaps> maps =
+              ProcessMaps::read(pid, "/proc", nullptr, sandboxed_build_ids(*parser)))
         unwind->load(pid, UnwindLoader::kAnyExec, *maps);
   }
   return std::make_unique<UserStackCollector>(

@@ -49,7 +49,8 @@ const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool rer
   for (auto it = maps_.begin(); it != maps_.end(); ++it)
     if (it->first == key) {
       if (reread) {
-        std::optional<ProcessMaps> fresh = ProcessMaps::read(pid, proc_);
+        std::optional<ProcessMaps> fresh =
+            ProcessMaps::read(pid, proc_, nullptr, sandboxed_build_ids(ids_));
         if (fresh) {
           it->second = std::move(*fresh);
           read = true;  // code mapped since (dlopen): its unwind tables too
@@ -59,7 +60,7 @@ const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool rer
       return &maps_.front().second;
     }
   int error = 0;
-  std::optional<ProcessMaps> m = ProcessMaps::read(pid, proc_, &error);
+  std::optional<ProcessMaps> m = ProcessMaps::read(pid, proc_, &error, sandboxed_build_ids(ids_));
   if (!m) {
     say_if_denied(proc_ + "/" + std::to_string(pid) + "/maps", error);
     return nullptr;
@@ -171,8 +172,6 @@ uint64_t UserCapture::processes_evicted() const {
   return processes_evicted_;
 }
 
-uint64_t UserCapture::binaries_evicted() const { return symbolizer_.evictions(); }
-
 CapturedStack UserCapture::capture(const UserStackIps& ips) {
   std::lock_guard lock(mu_);
   CapturedStack c;
@@ -230,20 +229,17 @@ UserStack UserCapture::symbolize(CapturedStack&& c) {
       key = key_of(f.binary);
     }
     // Read through the descriptor kept open: the process may be gone. A
-    // binary it could not open stays unnamed in this stack only; resolve()
-    // would keep it as unreadable for every process that maps it.
-    std::string file = at.open_path;
-    if (at.fd && *at.fd) file = "/proc/self/fd/" + std::to_string(at.fd->get());
-    else if (!symbolizer_.holds(key)) continue;
-    const uint64_t evictions = symbolizer_.evictions();
-    UserSymbolizer::Result r = symbolizer_.resolve(key, file, f.file_offset, i > 0);
+    // binary it could not open stays unnamed in this stack only.
+    const int fd = at.fd && *at.fd ? at.fd->get() : -1;
+    std::optional<UserSymbolizer::Result> named = names_.symbolize(key, fd, f.file_offset, i > 0);
     {
       std::lock_guard lock(mu_);
-      open_files_.erase(f.binary);  // open in the symbolizer now (or unreadable)
-      held_.insert(key);
-      if (symbolizer_.evictions() != evictions)
-        std::erase_if(held_, [this](const std::string& k) { return !symbolizer_.holds(k); });
+      open_files_.erase(f.binary);  // held by the parser now (or unreadable)
+      if (names_.holds(key)) held_.insert(key);
+      else held_.erase(key);  // let go, or its helper restarted: open it again at capture
     }
+    if (!named) continue;
+    UserSymbolizer::Result& r = *named;
     f.elf_addr = r.elf_addr;
     f.symbols = std::move(r.symbols);
     f.srcline = std::move(r.srcline);

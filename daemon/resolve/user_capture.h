@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "daemon/model/user_stack.h"
+#include "daemon/resolve/sandboxed_parser.h"
 #include "daemon/resolve/unwind_thread.h"
 #include "daemon/symbols/perf_map.h"
 #include "daemon/symbols/user_maps.h"
@@ -72,13 +73,13 @@ class UserCapture {
   UserStack symbolize(CapturedStack&& c);
   // On symbolize()'s thread, now and then: frees what symbolizing holds
   // beyond the names found (UserSymbolizer::close_idle).
-  void close_idle() { symbolizer_.close_idle(std::chrono::steady_clock::now()); }
+  void close_idle() { names_.close_idle(); }
 
   // The binaries frames named so far, by index (UserFrame::binary), from `from` on.
   std::vector<UserBinary> binaries(size_t from) const;
   size_t binary_count() const;
   uint64_t processes_evicted() const;
-  uint64_t binaries_evicted() const;  // the symbolizing thread's
+  uint64_t binaries_evicted() const { return names_.let_go(); }
   UnwindCounts unwind_counts() const { return unwind_ ? unwind_->counts() : UnwindCounts{}; }
 
  private:
@@ -101,7 +102,8 @@ class UserCapture {
 
   std::string proc_;
   std::unique_ptr<UnwindThread> unwind_;  // null without unwind tables
-  UserSymbolizer symbolizer_;             // symbolize()'s alone
+  SandboxedParser ids_{"build ids"};      // capture()'s alone
+  SandboxedParser names_{"symbols"};      // symbolize()'s alone
   mutable std::mutex mu_;                 // guards what follows
   // The symbolizer's keys as symbolize() last saw them: capture() holds a
   // binary open for it only when it is not there.

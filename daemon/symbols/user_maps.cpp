@@ -47,7 +47,7 @@ std::string elf_build_id(const std::string& path, FileIdentity* identity) {
   return elf_build_id(*f);
 }
 
-std::string elf_build_id(const OpenedFile& f) {
+std::string elf_build_id(const OpenedFile& f, const BuildIdParser& parse) {
   // Every new process maps the same few files: a file's id is read once. A
   // file rewritten in place changes its mtime or size, and is read again.
   const KnownFile who{static_cast<uint64_t>(f.st.st_dev), static_cast<uint64_t>(f.st.st_ino),
@@ -60,13 +60,18 @@ std::string elf_build_id(const OpenedFile& f) {
     std::lock_guard lock(mu);
     if (auto it = known.find(who); it != known.end()) return it->second;
   }
-  elf_version(EV_CURRENT);
-  // Read, never mapped: a mapping's munmap costs every CPU a TLB flush, and
-  // a busy machine starts hundreds of processes a second.
-  Elf* elf = elf_begin(f.fd.get(), ELF_C_READ, nullptr);  // owned here, ended below
-  if (!elf) return "";
-  std::string out = elf_build_id(elf);
-  elf_end(elf);
+  std::string out;
+  if (parse) {
+    out = parse(f.fd.get());
+  } else {
+    elf_version(EV_CURRENT);
+    // Read, never mapped: a mapping's munmap costs every CPU a TLB flush, and
+    // a busy machine starts hundreds of processes a second.
+    Elf* elf = elf_begin(f.fd.get(), ELF_C_READ, nullptr);  // owned here, ended below
+    if (!elf) return "";
+    out = elf_build_id(elf);
+    elf_end(elf);
+  }
   std::lock_guard lock(mu);
   if (known.size() >= kMaxKnownFiles) known.clear();
   known.emplace(who, out);
@@ -104,7 +109,8 @@ ProcessMaps ProcessMaps::parse(const std::string& text) {
   return m;
 }
 
-std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& proc, int* error) {
+std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& proc, int* error,
+                                             const BuildIdParser& parse_id) {
   const std::string dir = proc + "/" + std::to_string(pid);
   // The access check is at open (proc_maps_open): its errno says which.
   const UniqueFd fd(open((dir + "/maps").c_str(), O_RDONLY | O_CLOEXEC));
@@ -125,7 +131,11 @@ std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& pr
     auto it = ids.find(file.path);
     if (it == ids.end()) {
       FileIdentity identity;
-      const std::string id = elf_build_id(file.open_path, &identity);
+      std::string id;
+      if (std::optional<OpenedFile> f = open_regular(file.open_path, Links::kernel, nullptr)) {
+        identity = f->identity();
+        id = elf_build_id(*f, parse_id);
+      }
       it = ids.emplace(file.path, std::make_pair(id, identity)).first;
     }
     std::tie(file.build_id, file.identity) = it->second;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,10 @@
 typedef struct Elf Elf;  // libelf's
 
 namespace stackmapd {
+
+// Parses the build id of the file open at a descriptor (in hex, "" when
+// none): the daemon's parser sandbox (resolve/sandboxed_parser.h).
+using BuildIdParser = std::function<std::string(int fd)>;
 
 struct MappedFile {
   uint64_t start = 0, end = 0, pgoff = 0;
@@ -39,8 +44,9 @@ class ProcessMaps {
   // its maps are not ours to read (*error: errno, EACCES without
   // CAP_SYS_PTRACE for another user's process). `proc` is the proc
   // filesystem's root (tests pass another).
+  // Build ids are read with `parse_id` (here when none is given).
   static std::optional<ProcessMaps> read(uint32_t pid, const std::string& proc = "/proc",
-                                         int* error = nullptr);
+                                         int* error = nullptr, const BuildIdParser& parse_id = {});
   // Parses the text of a maps file (no build ids: open_path is left empty).
   static ProcessMaps parse(const std::string& text);
 
@@ -58,7 +64,9 @@ class ProcessMaps {
 // daemon's own: see untrusted_file.h), in hex; empty if it has none, is no
 // ELF file or no regular file. *identity: the file read.
 std::string elf_build_id(const std::string& path, FileIdentity* identity = nullptr);
-std::string elf_build_id(const OpenedFile& f);
+// Of a file open already, read once per file (and again when rewritten) by
+// `parse`, or here when none is given.
+std::string elf_build_id(const OpenedFile& f, const BuildIdParser& parse = {});
 // The same of an ELF file already open.
 std::string elf_build_id(Elf* elf);
 

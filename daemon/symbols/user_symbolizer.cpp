@@ -5,6 +5,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
 #include <gelf.h>
 #include <malloc.h>
 
@@ -65,10 +66,14 @@ struct UserSymbolizer::Session {
   Dwfl_Module* mod = nullptr;
   std::optional<SymbolIndex> symbols;  // points into mod: reset before dwfl_end
   std::chrono::steady_clock::time_point last_use;
-  Session(const std::string& name, const std::string& file) {
+  // Reads the file through a copy of `fd`, never by a path: in the parser
+  // sandbox (nobody) a path may not open what the daemon could.
+  Session(const std::string& name, int fd) {
     dwfl = dwfl_begin(&kCallbacks);
     if (!dwfl) return;
-    mod = dwfl_report_offline(dwfl, name.c_str(), file.c_str(), -1);
+    const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);  // libdwfl's on success
+    if (own < 0) return;
+    mod = dwfl_report_offline(dwfl, name.c_str(), name.c_str(), own);
     dwfl_report_end(dwfl, nullptr, nullptr);
     if (mod) symbols.emplace(mod);
   }
@@ -92,7 +97,8 @@ struct UserSymbolizer::Binary {
 UserSymbolizer::UserSymbolizer(size_t max_binaries) : max_binaries_(max_binaries) {}
 UserSymbolizer::~UserSymbolizer() = default;
 
-UserSymbolizer::Binary* UserSymbolizer::binary(const std::string& key, const std::string& file) {
+UserSymbolizer::Binary* UserSymbolizer::binary(const std::string& key,
+                                               const std::function<UniqueFd()>& open) {
   auto it = binaries_.find(key);
   if (it == binaries_.end()) {
     if (binaries_.size() >= max_binaries_) {
@@ -103,8 +109,7 @@ UserSymbolizer::Binary* UserSymbolizer::binary(const std::string& key, const std
       ++evictions_;
     }
     auto b = std::make_unique<Binary>();
-    if (std::optional<OpenedFile> f = open_regular(file, Links::kernel, nullptr))
-      b->fd = std::move(f->fd);
+    b->fd = open();
     // A file that cannot be read stays cached as such: it is not retried per frame.
     it = binaries_.emplace(key, std::move(b)).first;
   }
@@ -132,12 +137,30 @@ size_t UserSymbolizer::close_idle(std::chrono::steady_clock::time_point now) {
 
 UserSymbolizer::Result UserSymbolizer::resolve(const std::string& key, const std::string& file,
                                                uint64_t file_offset, bool is_return) {
-  Binary* b = binary(key, file);
+  return resolve(
+      key,
+      [&file] {
+        std::optional<OpenedFile> f = open_regular(file, Links::kernel, nullptr);
+        return f ? std::move(f->fd) : UniqueFd();
+      },
+      file_offset, is_return);
+}
+
+UserSymbolizer::Result UserSymbolizer::resolve(const std::string& key, UniqueFd fd,
+                                               uint64_t file_offset, bool is_return) {
+  return resolve(
+      key, [&fd] { return std::move(fd); }, file_offset, is_return);
+}
+
+UserSymbolizer::Result UserSymbolizer::resolve(const std::string& key,
+                                               const std::function<UniqueFd()>& open,
+                                               uint64_t file_offset, bool is_return) {
+  Binary* b = binary(key, open);
   if (!b->fd) return {};
   const uint64_t frame = file_offset << 1 | is_return;
   if (auto it = b->frames.find(frame); it != b->frames.end()) return it->second;
   if (!b->session) {
-    b->session = std::make_unique<Session>(key, "/proc/self/fd/" + std::to_string(b->fd.get()));
+    b->session = std::make_unique<Session>(key, b->fd.get());
     if (!b->session->mod) {  // no ELF
       b->session.reset();
       b->fd.reset();

@@ -15,10 +15,13 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "daemon/sys/unique_fd.h"
 
 namespace stackmapd {
 
@@ -47,6 +50,9 @@ class UserSymbolizer {
   // frame but the first) is looked up at offset - 1, inside the call.
   Result resolve(const std::string& key, const std::string& file, uint64_t file_offset,
                  bool is_return);
+  // The same with the file already open: `fd` is kept when the binary is
+  // new (unused when it is held).
+  Result resolve(const std::string& key, UniqueFd fd, uint64_t file_offset, bool is_return);
 
   // Closes the libdwfl sessions unused since `now - kIdle` and gives their
   // memory back to the system; returns how many it closed.
@@ -62,7 +68,9 @@ class UserSymbolizer {
  private:
   struct Binary;
   struct Session;
-  Binary* binary(const std::string& key, const std::string& file);
+  Result resolve(const std::string& key, const std::function<UniqueFd()>& open,
+                 uint64_t file_offset, bool is_return);
+  Binary* binary(const std::string& key, const std::function<UniqueFd()>& open);
   static Result lookup(Session& s, uint64_t file_offset, bool is_return);
 
   size_t max_binaries_;

@@ -18,7 +18,7 @@ std::shared_ptr<const CfiTable> CfiCache::get(const std::string& path,
   }
   // Built outside the lock: another file's lookups need not wait. Two threads
   // that race on one file both build it, and the first one's table stays.
-  auto table = std::make_shared<const CfiTable>(build_cfi_table(path));
+  auto table = std::make_shared<const CfiTable>(build_(path));
   std::lock_guard lock(mu_);
   ++builds_;
   return tables_.emplace(key, std::move(table)).first->second;

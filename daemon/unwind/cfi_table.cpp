@@ -248,12 +248,16 @@ std::optional<uint64_t> CfiTable::pc_bias(uint64_t start, uint64_t pgoff) const 
 }
 
 CfiTable build_cfi_table(const std::string& path) {
-  const std::string what = "unwind table of " + path + ": ";
   std::string why;
   std::optional<OpenedFile> file = open_regular(path, Links::kernel, &why);
-  if (!file) throw Error(what + "cannot open it (" + why + ")");
+  if (!file) throw Error("unwind table of " + path + ": cannot open it (" + why + ")");
+  return build_cfi_table(file->fd.get(), path);
+}
+
+CfiTable build_cfi_table(int fd, const std::string& path) {
+  const std::string what = "unwind table of " + path + ": ";
   elf_version(EV_CURRENT);
-  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(file->fd.get(), ELF_C_READ_MMAP, nullptr));
+  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
   GElf_Ehdr eh;
   if (!elf || !gelf_getehdr(elf.get(), &eh)) throw Error(what + "not an ELF file");
   if (eh.e_machine != EM_X86_64)

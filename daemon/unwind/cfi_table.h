@@ -42,5 +42,7 @@ struct CfiTable {
 // the file) when it cannot be read, is not x86_64, has no CFI, or its code
 // lies 4 GiB or more past its base.
 CfiTable build_cfi_table(const std::string& path);
+// The same of the file open at `fd` (`path` names it in messages).
+CfiTable build_cfi_table(int fd, const std::string& path);
 
 }  // namespace stackmapd

@@ -39,11 +39,12 @@ std::shared_ptr<const CfiTable> build_vdso_table() {
 
 }  // namespace
 
-UnwindLoader::UnwindLoader(int rows_fd, uint32_t max_rows, int procs_fd)
+UnwindLoader::UnwindLoader(int rows_fd, uint32_t max_rows, int procs_fd, CfiBuilder build)
     : rows_(rows_fd, size_t{max_rows} * sizeof(smt_unwind_row), PROT_READ | PROT_WRITE, 0,
             "the unwind rows map (BPF_F_MMAPABLE arrays need Linux 5.5)"),
       max_rows_(max_rows),
-      procs_fd_(procs_fd) {
+      procs_fd_(procs_fd),
+      tables_(std::move(build)) {
   counts_.max_rows = max_rows;
   if (max_rows) free_.emplace(0, max_rows);
 }

@@ -39,8 +39,9 @@ struct UnwindCounts {
 class UnwindLoader {
  public:
   // The maps of the daemon's own object: `rows_fd` an mmapable array of
-  // `max_rows` rows, `procs_fd` the per-process hash (BpfObject).
-  UnwindLoader(int rows_fd, uint32_t max_rows, int procs_fd);
+  // `max_rows` rows, `procs_fd` the per-process hash (BpfObject); `build`
+  // makes a file's table (the daemon's parses in its sandbox).
+  UnwindLoader(int rows_fd, uint32_t max_rows, int procs_fd, CfiBuilder build);
 
   static constexpr uint32_t kAnyExec = UINT32_MAX;  // not known yet (SMT_UNWIND_ANY_EXEC)
 
