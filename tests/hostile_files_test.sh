@@ -6,7 +6,8 @@
 #      copies binaries/ through the path; it must neither wait on the FIFO
 #      nor copy another file, and must still finish the session;
 #   2. the process's /tmp/perf-PID.map (its JIT names) replaced by a FIFO:
-#      the capture must not wait on it (it holds the lock exports need).
+#      the capture must not wait on it (it holds the lock exports need);
+#   3. the parser sandbox's helpers crashed and hung mid-session.
 # On the code before these checks both hung the daemon for good.
 #   hostile_files_test.sh STACKMAPD USTACK_WORKLOAD BRIEF_WORKLOAD
 set -u
@@ -19,7 +20,7 @@ chmod 755 "$tmp"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
-  rm -rf "$tmp"
+  [ -n "${KEEP:-}" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
 source "$(dirname "$0")/check_lib.sh"
@@ -36,7 +37,11 @@ for _ in $(seq 100); do grep -q ready "$tmp/q4.out" 2> /dev/null && break; sleep
 timeout 40 "$BIN" --user-stacks --pid $q4 -e kmem:kmem_cache_alloc --duration 3 \
   --output "$tmp/out1" > /dev/null 2> "$tmp/one.err" &
 daemon=$!
-sleep 1.5  # its stacks captured, the binary named
+tracing() {  # tracing ERR: waits until the session traces, then 0.7 s (its stacks captured)
+  for _ in $(seq 200); do grep -q "^stackmapd: tracing" "$1" 2> /dev/null && break; sleep 0.05; done
+  sleep 0.7
+}
+tracing "$tmp/one.err"
 $nobody sh -c "mv '$tmp/home/q4' '$tmp/home/q4.moved' && mkfifo '$tmp/home/q4'"
 wait $daemon
 rc=$?
@@ -49,6 +54,7 @@ check "... indexed ($q4_id) but no copy of it in binaries/" \
   '[ -n "$q4_id" ] && [ ! -e "$tmp/out1/binaries/$q4_id" ]'
 check "... its frames kept the names found live" \
   'grep -q "\"ustack_level_three+0x" "$tmp/out1/stack_map.json"'
+kill $q4 2> /dev/null
 
 # 2. A FIFO as the JIT's perf map (x86_64: the workload's JIT is).
 if [ "$(uname -m)" = x86_64 ]; then
@@ -67,6 +73,41 @@ if [ "$(uname -m)" = x86_64 ]; then
   check "... one line says the map is a FIFO and not read" \
     'grep -q "perf-[0-9]*.map: a FIFO, not a regular file; its JIT frames stay unnamed" "$tmp/two.err"'
 fi
-[ "$failures" -eq 0 ] || { echo "--- one.err"; tail -n 5 "$tmp/one.err"; echo "--- two.err"; tail -n 5 "$tmp/two.err" 2> /dev/null; }
+[ "$failures" -eq 0 ] || for f in one two three; do echo "--- $f.err"; tail -n 5 "$tmp/$f.err" 2> /dev/null; done
+# 3. The parser sandbox's helpers crash (SIGSEGV, as a parser bug would) and
+#    hang (SIGSTOP: a file that makes the parser loop) in a system-wide
+#    session among new processes: the session still ends on time and
+#    exports, each loss said in one line.
+( while :; do /bin/true; ls / > /dev/null; sleep 0.01; done ) &
+churn=$!
+pids+=($churn)
+timeout 60 "$BIN" --user-stacks -e raw_syscalls:sys_enter --duration 8 --top 30 \
+  --output "$tmp/out3" > "$tmp/three.top" 2> "$tmp/three.err" &
+waiter=$!
+for _ in $(seq 100); do daemon=$(pgrep -P $waiter stackmapd) && break; sleep 0.05; done
+helper_of() { pgrep -f -- "--sandboxed-parser $1 [a-z ]*$daemon "; }
+tracing "$tmp/three.err"
+crashed=$(helper_of symbols)
+hung=$(helper_of build)
+kill -SEGV $crashed
+kill -STOP $hung
+start=$SECONDS
+wait $waiter
+rc=$?
+took=$((SECONDS - start))
+kill $churn 2> /dev/null
+check "helpers crashed ($crashed) and hung ($hung): the session ends (rc $rc, ${took} s after) and exports" \
+  '[ $rc -eq 0 ] && [ $took -le 40 ] && [ -s "$tmp/out3/stack_map.json" ]'
+check "... the crash is said in one line" \
+  'grep -q "failed in the parser sandbox (killed by signal 11)" "$tmp/three.err"'
+check "... the hang is cut at its time limit and said" \
+  'grep -qE "parsing .* failed in the parser sandbox \(no reply within 5000 ms" "$tmp/three.err"'
+# The binary whose parse was lost stays unnamed; the others are named by
+# the helpers started after.
+named=$(grep -cE "^    [A-Za-z_][^ ]*\+0x[0-9a-f]+ \([^)]+\)" "$tmp/three.top")
+check "... new helpers named frames after ($named named user frames in --top 30)" \
+  '[ "$named" -gt 0 ]'
+check "... no helper outlives the daemon" '! pgrep -f -- "--sandboxed-parser .* $daemon " > /dev/null'
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -3,6 +3,7 @@
 
 #include <libelf.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -129,17 +130,26 @@ std::optional<std::string> SandboxedParser::call(const std::string& request, int
   if (reply) return reply;
   // Said once per helper: a hostile user can make it fail for every file.
   if (!failures_++)
-    spdlog::warn("parsing {} failed in the parser sandbox ({}): its {} are lost{}", file, why,
-                 request[0] == kSymbolize  ? "names"
-                 : request[0] == kCfiTable ? "unwind rows"
-                                           : "build id",
-                 " (said once; later failures are counted)");
+    spdlog::warn("parsing {} failed in the parser sandbox ({}): its {} lost (said once)", file, why,
+                 request[0] == kSymbolize  ? "names are"
+                 : request[0] == kCfiTable ? "unwind rows are"
+                                           : "build id is");
   else spdlog::debug("parsing {} failed in the parser sandbox: {}", file, why);
   return std::nullopt;
 }
 
+// The file open at `fd`, for a log line: its path with control bytes masked.
+std::string name_of(int fd) {
+  char path[4096];
+  const ssize_t n = readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), path, sizeof(path));
+  std::string name = n > 0 ? std::string(path, static_cast<size_t>(n)) : "a binary";
+  for (char& c : name)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return name;
+}
+
 std::string SandboxedParser::build_id(int fd) {
-  std::optional<std::string> reply = call(Writer().put(kBuildId).take(), fd, "a binary");
+  std::optional<std::string> reply = call(Writer().put(kBuildId).take(), fd, name_of(fd));
   if (!reply) return "";
   Reader r(*reply);
   const uint8_t status = r.get<uint8_t>();
