@@ -11,15 +11,18 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <iostream>
+#include <string_view>
 
 #include "daemon/bpf/pinning.h"
 #include "daemon/export/breakdown.h"
 #include "daemon/export/decode.h"
 #include "daemon/export/exports.h"
 #include "daemon/export/output_plan.h"
+#include "daemon/resolve/sandboxed_parser.h"
 #include "daemon/run/command_child.h"
 #include "daemon/run/config.h"
 #include "daemon/run/control.h"
+#include "daemon/run/foreground.h"
 #include "daemon/run/options.h"
 #include "daemon/run/service.h"
 #include "daemon/run/tracefs_trace.h"
@@ -30,6 +33,7 @@
 #include "daemon/sys/host_name.h"
 #include "daemon/sys/logging.h"
 #include "daemon/sys/preflight.h"
+#include "daemon/sys/signals.h"
 #include "daemon/tracefs/tracefs_session.h"
 
 namespace {
@@ -159,6 +163,9 @@ int run_trace(const TraceArgs& args) {
       return 0;
     }
   }
+  // Before any thread starts or -- CMD forks: from here on only the loop's
+  // signalfd takes them (daemon/sys/signals.h).
+  block_signals(kForegroundSignals);
   TraceOptions opt;
   opt.session = args.session_config();
   opt.session.follow_command = args.command.has_value();
@@ -240,6 +247,9 @@ int run_ctl(const std::vector<std::string>& words, const std::string& socket) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The daemon's parser sandbox runs this binary again: nothing else first.
+  if (argc > 1 && std::string_view(argv[1]) == kSandboxArg) return run_sandboxed_parser(argc, argv);
+  Sandbox::use_program("/proc/self/exe");
   // Blocks of 128 KiB and more (kallsyms' table, an export's buffers) are
   // mmapped and go back to the kernel when freed. glibc's default raises that
   // threshold after each such free, so setup's transient blocks would stay in
@@ -376,11 +386,15 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (daemon->parsed()) {
+      block_signals(kServiceSignals);  // before any thread starts, as in run_trace
       run_service(daemon->remaining());
       return 0;
     }
     return run_trace(trace_args);
   } catch (const CommandNotRun& e) {  // the shell's status: 127 not found, 126 not runnable
+    spdlog::error("{}", e.what());
+    return e.status();
+  } catch (const Interrupted& e) {  // 128 + N, as a shell reports signal N
     spdlog::error("{}", e.what());
     return e.status();
   } catch (const std::exception& e) {  // Error: one line naming the fix; anything else too

@@ -116,10 +116,12 @@ check "--top symbolizes like %pS" 'grep -qE "^    kmem_cache_alloc[a-z_]*\+0x[0-
 counts=$(grep -E '^#' "$tmp/top.txt" | sed -E 's/.*: ([0-9]+) events.*/\1/' | tr '\n' ' ')
 check "--top is sorted ($counts)" '[ "$(echo $counts | tr " " "\n" | sort -rn | tr "\n" " ")" = "$counts" ]'
 
-# Without --duration: runs until SIGINT, then writes the exports.
-"$BIN" --output "$tmp/sigint" 2> /dev/null &
+# Without --duration: runs until SIGINT, then writes the exports (one before
+# it traces records nothing: tests/sigint_test.sh).
+"$BIN" --output "$tmp/sigint" 2> "$tmp/sigint.err" &
 pid=$!
-sleep 2
+wait_tracing "$tmp/sigint.err" "until SIGINT"
+sleep 1
 kill -INT $pid
 wait $pid
 rc=$?

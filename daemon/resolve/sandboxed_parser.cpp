@@ -92,15 +92,18 @@ struct Server {
         }
         return w.take();
       }
-      case kSymbolize: {
+      case kSymbolize: {  // one binary's frames of a stack, in one call
         const std::string key = r.str();
-        const uint64_t offset = r.get<uint64_t>();
-        const bool is_return = r.get<uint8_t>();
         if (!fd && !symbolizer.holds(key)) return w.put(kNeedFile).take();
-        UserSymbolizer::Result res = symbolizer.resolve(key, std::move(fd), offset, is_return);
-        w.put(kOk).put(res.elf_addr).put(static_cast<uint32_t>(res.symbols.size()));
-        for (const std::string& s : res.symbols) w.str(s);
-        w.str(res.srcline);
+        w.put(kOk);
+        for (uint32_t n = r.get<uint32_t>(); n-- && r.ok();) {
+          const uint64_t offset = r.get<uint64_t>();
+          const bool is_return = r.get<uint8_t>();
+          UserSymbolizer::Result res = symbolizer.resolve(key, std::move(fd), offset, is_return);
+          w.put(res.elf_addr).put(static_cast<uint32_t>(res.symbols.size()));
+          for (const std::string& s : res.symbols) w.str(s);
+          w.str(res.srcline);
+        }
         return w.take();
       }
       case kCloseIdle:
@@ -186,33 +189,35 @@ CfiTable SandboxedParser::cfi_table(const std::string& path) {
   return t;
 }
 
-std::optional<UserSymbolizer::Result> SandboxedParser::symbolize(const std::string& key, int fd,
-                                                                 uint64_t file_offset,
-                                                                 bool is_return) {
-  if (lost_.count(key)) return UserSymbolizer::Result{};
+std::optional<std::vector<UserSymbolizer::Result>> SandboxedParser::symbolize(
+    const std::string& key, int fd, const std::vector<Frame>& frames) {
+  if (lost_.count(key)) return std::vector<UserSymbolizer::Result>(frames.size());
   const bool send = fd >= 0 && !holds(key);
   if (!send && !holds(key)) return std::nullopt;
-  std::optional<std::string> reply =
-      call(Writer().put(kSymbolize).str(key).put(file_offset).put(uint8_t{is_return}).take(),
-           send ? fd : -1, key);
+  Writer w;
+  w.put(kSymbolize).str(key).put(static_cast<uint32_t>(frames.size()));
+  for (const Frame& f : frames) w.put(f.file_offset).put(uint8_t{f.is_return});
+  std::optional<std::string> reply = call(w.take(), send ? fd : -1, key);
   if (!reply) {
     lost_.insert(key);
-    return UserSymbolizer::Result{};
+    return std::vector<UserSymbolizer::Result>(frames.size());
   }
   sent_generation_ = sandbox_.generation();
   Reader r(*reply);
-  const uint8_t status = r.get<uint8_t>();
-  if (status == kNeedFile) {  // the helper let it go (its cap): the caller opens it again
+  if (r.get<uint8_t>() == kNeedFile) {  // the helper let it go (its cap): the caller opens it again
     if (sent_.erase(key)) ++let_go_;
     return std::nullopt;
   }
   sent_.insert(key);
-  UserSymbolizer::Result res;
-  res.elf_addr = r.get<uint64_t>();
-  res.symbols.resize(std::min<uint32_t>(r.get<uint32_t>(), 4096));
-  for (std::string& s : res.symbols) s = r.str();
-  res.srcline = r.str();
-  return r.ok() ? res : UserSymbolizer::Result{};
+  std::vector<UserSymbolizer::Result> out(frames.size());
+  for (UserSymbolizer::Result& res : out) {
+    res.elf_addr = r.get<uint64_t>();
+    res.symbols.resize(std::min<uint32_t>(r.get<uint32_t>(), 4096));
+    for (std::string& s : res.symbols) s = r.str();
+    res.srcline = r.str();
+  }
+  if (!r.ok()) return std::vector<UserSymbolizer::Result>(frames.size());
+  return out;
 }
 
 void SandboxedParser::close_idle() {

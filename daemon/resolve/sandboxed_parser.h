@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "daemon/symbols/user_maps.h"
 #include "daemon/symbols/user_symbolizer.h"
@@ -35,10 +36,16 @@ class SandboxedParser {
   CfiTable cfi_table(const std::string& path);
 
   // Symbolizes as UserSymbolizer does, the binary kept open by the helper
-  // under `key`; `fd` (borrowed, -1: none) is sent when the helper does not
-  // hold the binary yet. nullopt when it needs the file and none was given.
-  std::optional<UserSymbolizer::Result> symbolize(const std::string& key, int fd,
-                                                  uint64_t file_offset, bool is_return);
+  // under `key`, a stack's frames of one binary in one call; `fd`
+  // (borrowed, -1: none) is sent when the helper does not hold the binary
+  // yet. nullopt when it needs the file and none was given; frames unnamed
+  // when the parse was lost.
+  struct Frame {
+    uint64_t file_offset = 0;
+    bool is_return = false;
+  };
+  std::optional<std::vector<UserSymbolizer::Result>> symbolize(const std::string& key, int fd,
+                                                               const std::vector<Frame>& frames);
   // Whether the helper holds `key`'s binary: symbolize() then needs no file.
   bool holds(const std::string& key) const {
     return lost_.count(key) || (sent_generation_ == sandbox_.generation() && sent_.count(key));

@@ -219,30 +219,37 @@ CapturedStack UserCapture::capture(const UserStackIps& ips) {
 
 UserStack UserCapture::symbolize(CapturedStack&& c) {
   UserStack s = std::move(c.stack);
-  for (size_t i = 0; i < s.frames.size(); ++i) {
-    UserFrame& f = s.frames[i];
-    if (f.binary < 0) continue;
-    const CapturedStack::File& at = c.files[f.binary];
+  // One call to the parser per binary of the stack, its frames together.
+  std::map<int32_t, std::vector<size_t>> by_binary;
+  for (size_t i = 0; i < s.frames.size(); ++i)
+    if (s.frames[i].binary >= 0) by_binary[s.frames[i].binary].push_back(i);
+  for (const auto& [binary, at_frames] : by_binary) {
+    const CapturedStack::File& at = c.files[binary];
     std::string key;
     {
       std::lock_guard lock(mu_);
-      key = key_of(f.binary);
+      key = key_of(binary);
     }
+    std::vector<SandboxedParser::Frame> frames;
+    for (size_t i : at_frames) frames.push_back({s.frames[i].file_offset, i > 0});
     // Read through the descriptor kept open: the process may be gone. A
     // binary it could not open stays unnamed in this stack only.
     const int fd = at.fd && *at.fd ? at.fd->get() : -1;
-    std::optional<UserSymbolizer::Result> named = names_.symbolize(key, fd, f.file_offset, i > 0);
+    std::optional<std::vector<UserSymbolizer::Result>> named = names_.symbolize(key, fd, frames);
     {
       std::lock_guard lock(mu_);
-      open_files_.erase(f.binary);  // held by the parser now (or unreadable)
+      open_files_.erase(binary);  // held by the parser now (or unreadable)
       if (names_.holds(key)) held_.insert(key);
       else held_.erase(key);  // let go, or its helper restarted: open it again at capture
     }
     if (!named) continue;
-    UserSymbolizer::Result& r = *named;
-    f.elf_addr = r.elf_addr;
-    f.symbols = std::move(r.symbols);
-    f.srcline = std::move(r.srcline);
+    for (size_t k = 0; k < at_frames.size(); ++k) {
+      UserFrame& f = s.frames[at_frames[k]];
+      UserSymbolizer::Result& r = (*named)[k];
+      f.elf_addr = r.elf_addr;
+      f.symbols = std::move(r.symbols);
+      f.srcline = std::move(r.srcline);
+    }
   }
   s.truncated = s.frames.size() >= SMT_MAX_USER_DEPTH || !reaches_entry_point(s);
   return s;

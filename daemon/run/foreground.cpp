@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/run/command_child.h"
+#include "daemon/sys/signals.h"
 
 namespace stackmapd {
 
@@ -28,6 +29,13 @@ Foreground::Foreground() {
       spdlog::error("SIGUSR1 reset failed, still tracing: {}", e.what());
     }
   });
+}
+
+void Foreground::check_not_stopped() const {
+  sigset_t pending;
+  sigpending(&pending);
+  for (int sig : {SIGINT, SIGTERM})
+    if (sigismember(&pending, sig) == 1) throw Interrupted(sig);
 }
 
 void Foreground::on_stop_signal(int sig, bool by_kernel) {

@@ -8,6 +8,8 @@
 // the command.
 #pragma once
 
+#include <signal.h>
+
 #include <functional>
 #include <optional>
 
@@ -16,6 +18,10 @@
 namespace stackmapd {
 
 class CommandChild;
+
+// What a Foreground takes: cmd/main.cpp blocks them before any thread starts
+// (block_signals, daemon/sys/signals.h).
+inline constexpr int kForegroundSignals[] = {SIGINT, SIGTERM, SIGUSR1};
 
 struct ForegroundBackend {
   std::function<void()> drain;  // consume what is pending, without waiting
@@ -30,9 +36,14 @@ struct ForegroundBackend {
 
 class Foreground {
  public:
-  // Takes SIGINT, SIGTERM and SIGUSR1 from here on: construct it before the
-  // session loads, so that a Ctrl-C meanwhile ends the session at once.
+  // Takes kForegroundSignals from here on.
   Foreground();
+
+  // Throws Interrupted when SIGINT or SIGTERM came before now (they wait,
+  // blocked, while the session loads): called just before the session says
+  // it traces, so that a run stopped during its start-up says it recorded
+  // nothing instead of exporting an empty session.
+  void check_not_stopped() const;
 
   // Until `duration_s` has passed (none: forever) or a stop signal arrives.
   // A reset that fails is logged in one line and the session goes on.

@@ -17,12 +17,18 @@
  */
 #pragma once
 
+#include <signal.h>
+
 #include <string>
 #include <vector>
 
 #include "daemon/run/config.h"
 
 namespace stackmapd {
+
+// What the service takes: cmd/main.cpp blocks them before any thread starts
+// (block_signals, daemon/sys/signals.h).
+inline constexpr int kServiceSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
 
 // Runs `stackmapd daemon ARGS` until SIGTERM/SIGINT; throws Error when it
 // cannot start. A reload parses ARGS again (re-reading the config file).

@@ -9,10 +9,11 @@ namespace stackmapd {
 
 Snapshot trace_tracefs(const std::vector<Tracepoint>& events, const std::string& filter,
                        std::optional<double> duration_s, int drain_interval_ms) {
-  Foreground foreground;  // before the instance exists: a Ctrl-C meanwhile is kept
+  Foreground foreground;
   TracefsSession session(events, "", "stackmapd", filter);
   std::string names;
   for (const auto& tp : events) names += (names.empty() ? "" : ", ") + tp.str();
+  foreground.check_not_stopped();
   spdlog::info("tracing {} through tracefs ({}){}", names, session.dir(),
                duration_s ? fmt::format(" for {} s", *duration_s) : std::string(" until Ctrl-C"));
   // trace_pipe wakes pollers only past buffer_percent: the timer drains.

@@ -66,7 +66,7 @@ Snapshot trace(TraceOptions options, Recording* recording) {
     perfetto.emplace(options.perfetto_path, kallsyms_namer(ks));
   }
 
-  Foreground foreground;  // before loading: a Ctrl-C meanwhile is kept
+  Foreground foreground;
   BpfSession session(options.session);
   if (writer) writer->set_sources(session.sources(), events_dir);
   if (perfetto) perfetto->set_sources(perfetto_sources(session.sources(), options.session));
@@ -88,6 +88,7 @@ Snapshot trace(TraceOptions options, Recording* recording) {
     }
     names += (names.empty() ? "" : ", ") + source;
   }
+  foreground.check_not_stopped();
   if (options.command)
     spdlog::info("tracing {} while '{}' runs (pid {}; Ctrl-C and SIGTERM go to it)", names,
                  options.command->name(), options.command->pid());

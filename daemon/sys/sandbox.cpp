@@ -198,6 +198,7 @@ bool Sandbox::start(std::string* why) {
       _exit(127);
     syscall(SYS_close_range, kSock + 1, ~0u, 0);
     sigprocmask(SIG_SETMASK, &none, nullptr);  // the daemon's threads block what its loop takes
+    setpgid(0, 0);  // a terminal's Ctrl-C is the daemon's to handle, not its helpers' death
     execv(program_.c_str(), const_cast<char* const*>(argv));
     _exit(127);
   }

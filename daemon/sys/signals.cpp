@@ -13,6 +13,17 @@
 
 namespace stackmapd {
 
+void block_signals(std::span<const int> signals) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : signals) sigaddset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+Interrupted::Interrupted(int sig)
+    : Error(std::string("SIG") + sigabbrev_np(sig) + " before tracing began: nothing was recorded"),
+      sig_(sig) {}
+
 SignalFd::SignalFd(std::initializer_list<int> signals) {
   for (int sig : signals) add(sig);
 }

@@ -10,16 +10,37 @@
 
 #include <initializer_list>
 #include <optional>
+#include <span>
 
+#include "daemon/sys/error.h"
 #include "daemon/sys/unique_fd.h"
 
 namespace stackmapd {
+
+// Blocks `signals` in the calling thread for good. cmd/main.cpp calls it
+// before any thread exists, so that every thread (ours, libbpf's, elfutils')
+// inherits the block: the kernel hands a process's signal to any thread not
+// blocking it, where its default action ends the process; only when all block
+// it does it wait for the loop's signalfd. A child must unblock them before it
+// execs (CommandChild does): a mask is inherited through exec.
+void block_signals(std::span<const int> signals);
+
+// A stop signal before the session began: nothing was recorded. cmd/main.cpp
+// exits with status(), as a shell reports a command the signal ended.
+class Interrupted : public Error {
+ public:
+  explicit Interrupted(int sig);
+  int status() const { return 128 + sig_; }
+
+ private:
+  int sig_;
+};
 
 class SignalFd {
  public:
   SignalFd() = default;                                   // takes nothing yet: see add()
   explicit SignalFd(std::initializer_list<int> signals);  // throws Error
-  ~SignalFd();                                            // unblocks what it took
+  ~SignalFd();  // gives back the mask it found: what cmd/main.cpp blocked stays blocked
   SignalFd(SignalFd&& o) noexcept;
   SignalFd& operator=(SignalFd&& o) noexcept;
   SignalFd(const SignalFd&) = delete;
