@@ -1078,10 +1078,14 @@ UNWIND_FILES = ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"
 def bench_unwind(a, bins):
     """Each file's unwind table: build time (first build of the process apart), rows, bytes."""
     files = [f for f in UNWIND_FILES if os.path.exists(f)]
-    res = json.loads(sh([bins["cfi_bench"], "--rounds", "1" if a.smoke else "9"] + files))
+    res = json.loads(sh([bins["cfi_bench"], "--rounds", "1" if a.smoke else "9",
+                         "--sandbox", bins["stackmapd"]] + files))
     for f in res["files"]:
-        log("unwind %-34s %6d rows %8d B  %.1f ms (first %.1f ms)" % (
-            f["path"], f["rows"], f["bytes"], f["median_ms"], f["first_ms"]))
+        log("unwind %-34s %6d rows %8d B  %.1f ms (first %.1f ms), in the sandbox %.1f ms; "
+            "frames/s %d in process, %d in the sandbox" % (
+                f["path"], f["rows"], f["bytes"], f["median_ms"], f["first_ms"],
+                f["sandbox_median_ms"], f["symbols"]["in_process_per_s"],
+                f["symbols"]["sandbox_per_s"]))
     return res
 
 
@@ -1339,12 +1343,17 @@ def markdown(res):
                    ["bpftrace `@[kstack, ustack] = count()`", fmt(up["bpftrace_ustack"])]])
     uw = res.get("unwind")
     if uw:
-        table(L, "**Unwind tables** (`bench/cfi_bench`: each file's table built from its CFI; "
-                 "ms the median of its rounds, the process's first build apart: it loads libdw's "
-                 "backend; 8-byte rows)",
-              ["file", "CFI", "FDEs", "rows", "bytes", "build ms", "first build ms"],
+        table(L, "**Unwind tables and names, in process and in the parser sandbox** "
+                 "(`bench/cfi_bench --sandbox`: each file's table built from its CFI, alternately "
+                 "in process and the daemon's way, in its sandbox; ms the median of its rounds, the "
+                 "process's first build apart: it loads libdw's backend; 8-byte rows; frames/s "
+                 "over 2000 new offsets a round, 8 a call in the sandbox)",
+              ["file", "CFI", "FDEs", "rows", "bytes", "build ms", "first build ms",
+               "sandbox ms", "frames/s", "sandbox frames/s"],
               [[f"`{f['path']}`", f["section"], str(f["fdes"]), str(f["rows"]), str(f["bytes"]),
-                str(f["median_ms"]), str(f["first_ms"])] for f in uw["files"]])
+                str(f["median_ms"]), str(f["first_ms"]), str(f["sandbox_median_ms"]),
+                str(f["symbols"]["in_process_per_s"]), str(f["symbols"]["sandbox_per_s"])]
+               for f in uw["files"]])
     sn = res.get("snapshot")
     if sn:
         stages = list(next(iter(sn.values()))["ms"])
