@@ -107,6 +107,8 @@ check "... the hang is cut at its time limit and said" \
 named=$(grep -cE "^    [A-Za-z_][^ ]*\+0x[0-9a-f]+ \([^)]+\)" "$tmp/three.top")
 check "... new helpers named frames after ($named named user frames in --top 30)" \
   '[ "$named" -gt 0 ]'
+lost=$(stat_of user_parse_failures "$tmp/out3/stack_map_stat")
+check "... stack_map_stat counts both losses (user_parse_failures: $lost)" '[ "${lost:-0}" -ge 2 ]'
 check "... no helper outlives the daemon" '! pgrep -f -- "--sandboxed-parser .* $daemon " > /dev/null'
 
 echo "$failures failure(s)"

@@ -65,6 +65,7 @@ void put_user_counts(TableStats& s, const UserStackCounts& c) {
   s.user_processes_gone = c.gone;
   s.user_maps_evicted = c.processes_evicted;
   s.user_binaries_evicted = c.binaries_evicted;
+  s.user_parse_failures = c.parse_failures;
   s.user_stacks_dropped = c.dropped;
   s.unwind_processes = c.unwind.processes;
   s.unwind_tables = c.unwind.tables;

@@ -121,6 +121,7 @@ std::vector<std::pair<const char*, uint64_t>> user_stats(const TableStats& st) {
           {"user_processes_gone", st.user_processes_gone},
           {"user_maps_evicted", st.user_maps_evicted},
           {"user_binaries_evicted", st.user_binaries_evicted},
+          {"user_parse_failures", st.user_parse_failures},
           {"unwind_processes", st.unwind_processes},
           {"unwind_tables", st.unwind_tables},
           {"unwind_rows", st.unwind_rows},

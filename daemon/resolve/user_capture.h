@@ -80,6 +80,7 @@ class UserCapture {
   size_t binary_count() const;
   uint64_t processes_evicted() const;
   uint64_t binaries_evicted() const { return names_.let_go(); }
+  uint64_t parse_failures() const { return ids_.failures() + names_.failures(); }
   UnwindCounts unwind_counts() const { return unwind_ ? unwind_->counts() : UnwindCounts{}; }
 
  private:

@@ -47,7 +47,7 @@ struct UserStackShared {
   uint64_t done = 0;              // jobs resolved: the worker takes them in queue order
   bool stop = false;
   std::vector<UserBinary> binaries;  // UserCapture::binaries() as far as published
-  uint64_t processes_evicted = 0, binaries_evicted = 0;
+  uint64_t processes_evicted = 0, binaries_evicted = 0, parse_failures = 0;
   UnwindCounts unwind;
 };
 
@@ -150,6 +150,7 @@ void UserStackCollector::run_symbolizer(UserStackShared& sh, UserCapture& captur
       sh.done = next.job.seq + 1;
       sh.processes_evicted = capture.processes_evicted();
       sh.binaries_evicted = capture.binaries_evicted();
+      sh.parse_failures = capture.parse_failures();
       sh.unwind = capture.unwind_counts();
     }
     sh.resolved.notify_all();
@@ -179,6 +180,7 @@ UserStackSet UserStackCollector::stacks_at(const Mark& m, UserStackCounts* count
   set.binaries.assign(sh.binaries.begin(), sh.binaries.begin() + binaries);
   c.processes_evicted = sh.processes_evicted;
   c.binaries_evicted = sh.binaries_evicted;
+  c.parse_failures = sh.parse_failures;
   c.unwind = sh.unwind;
   c.dropped = m.dropped;
   if (counts) *counts = c;
@@ -214,6 +216,7 @@ UserStackCounts UserStackCollector::counts() const {
   }
   c.processes_evicted = shared_->processes_evicted;
   c.binaries_evicted = shared_->binaries_evicted;
+  c.parse_failures = shared_->parse_failures;
   c.unwind = shared_->unwind;
   c.dropped = dropped_;
   return c;

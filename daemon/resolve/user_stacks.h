@@ -45,6 +45,7 @@ struct UserStackEpoch;   // the stacks resolved since the last clear()
 struct UserStackCounts {
   uint64_t processes_evicted = 0;  // maps dropped from the cache to make room
   uint64_t binaries_evicted = 0;   // symbol tables closed to make room
+  uint64_t parse_failures = 0;     // parser sandbox calls lost (a crash or a hang)
   uint64_t gone = 0;               // stacks whose process had exited: frames unresolved
   uint64_t truncated = 0;          // stacks that stop short of an entry point
   uint64_t dropped = 0;            // stacks not queued: the queue was full
