@@ -35,7 +35,7 @@ struct TableStats {
   uint64_t user_processes_gone = 0;  // stacks whose process exited before the daemon read its maps
   uint64_t user_maps_evicted = 0;    // process maps dropped from the cache (its cap)
   uint64_t user_binaries_evicted = 0;  // symbol tables closed (the symbolizer's cap)
-  uint64_t user_parse_failures = 0;    // build ids and names lost to a parser helper's crash or hang
+  uint64_t user_parse_failures = 0;  // build ids and names lost to a parser helper's crash or hang
   // With unwind tables (x86_64): processes and files loaded, rows used of the
   // rows map, files left out because it was full.
   uint64_t unwind_processes = 0, unwind_tables = 0, unwind_rows = 0, unwind_rows_full = 0,
