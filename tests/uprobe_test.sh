@@ -229,6 +229,10 @@ check "USDT --hist arg0 (-8@%rax): the buckets of 0..$((A + B - 1)) (first diffe
 
 # 9. bad input.
 expect_error "no such binary" "$BIN" -u /nonexistent/prog:main --duration 1
+# A FIFO or a device is said for what it is (opening it would block or read forever).
+mkfifo "$tmp/fifo"
+expect_error "is a FIFO, not an executable or shared library" "$BIN" -u "$tmp/fifo:main" --duration 1
+expect_error "is a character device, not an executable" "$BIN" -u /dev/zero:main --duration 1
 expect_error "has no function no_such_fn in its symbol tables: see nm -D" \
   "$BIN" -u "$WORKLOAD:no_such_fn" --duration 1
 expect_error "has no USDT probe stackmapd_test:nope; its probes (PROVIDER:NAME): stackmapd_test:tick" \
