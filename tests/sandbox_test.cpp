@@ -8,7 +8,11 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -88,6 +92,33 @@ TEST_F(SandboxRoot, ALoopIsCutOffAtItsTimeLimit) {
   EXPECT_EQ(reply.rfind("lost: no reply within 2000 ms (killed by signal ", 0), 0u) << reply;
   EXPECT_LT(took, 4s);
   EXPECT_EQ(ask(s, "fd"), "no fd") << "the next call has a new helper";
+}
+
+// The shipped unit has no CAP_KILL: a helper (nobody's) that overran cannot
+// be killed by the daemon. The call still ends at its deadline, and the
+// helper at its own alarm, reaped later.
+TEST_F(SandboxRoot, WithoutCapKillALoopEndsByItsOwnAlarm) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    __user_cap_header_struct head{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[2] = {};
+    if (syscall(SYS_capget, &head, caps) != 0) _exit(3);
+    caps[0].effective &= ~(1u << CAP_KILL);
+    caps[0].permitted &= ~(1u << CAP_KILL);
+    if (syscall(SYS_capset, &head, caps) != 0) _exit(3);
+    Sandbox s("probe", limits(), STACKMAPD_SANDBOX_PROBE);
+    const auto start = std::chrono::steady_clock::now();
+    const std::string reply = ask(s, "spin");
+    const bool on_time = std::chrono::steady_clock::now() - start < 4s;
+    if (reply != "lost: no reply within 2000 ms (left to end at its own time limit)") _exit(4);
+    if (ask(s, "fd") != "no fd") _exit(5);  // a new helper meanwhile
+    _exit(on_time ? 0 : 6);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "3: capabilities, 4: the reply, 5: no new helper, 6: late (status " << status << ")";
 }
 
 TEST(Sandbox, NoProgramNoHelper) {

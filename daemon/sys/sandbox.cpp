@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "daemon/sys/sandbox_filter.h"
 
@@ -170,6 +171,7 @@ Sandbox::Sandbox(std::string name, Limits limits, std::string program)
 Sandbox::~Sandbox() { stop(); }
 
 bool Sandbox::start(std::string* why) {
+  reap_strays();
   if (program_.empty()) {
     if (why) *why = "no parser program: set STACKMAPD_SANDBOX_PROGRAM to a stackmapd binary";
     return false;
@@ -210,11 +212,19 @@ bool Sandbox::start(std::string* why) {
 
 std::string Sandbox::end_of_helper() {
   if (pid_ < 0) return "not running";
+  // Killed if we may (root has CAP_KILL; the unit does not: a helper is
+  // nobody's): then it is reaped at once. Else its own alarm ends it within
+  // its time limit, and it is reaped later, never waited for here.
+  const bool killed = kill(pid_, SIGKILL) == 0;
   int status = 0;
-  // A helper that overran was killed (or, past our permission, ends by its
-  // own alarm): either way it is reaped here, after at most its time limit.
-  const pid_t r = waitpid(pid_, &status, 0);
-  pid_ = -1;
+  pid_t r = 0;
+  for (int i = 0; i < 100 && (r = waitpid(pid_, &status, WNOHANG)) == 0 && killed; ++i)
+    usleep(1000);
+  const pid_t pid = std::exchange(pid_, -1);
+  if (r == 0) {
+    strays_.push_back(pid);
+    return killed ? "killed" : "left to end at its own time limit";
+  }
   if (r < 0) return std::string("lost: ") + std::strerror(errno);
   if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return "could not run " + program_;
@@ -222,10 +232,14 @@ std::string Sandbox::end_of_helper() {
 }
 
 void Sandbox::stop() {
-  if (pid_ < 0) return;
   sock_.reset();  // a helper waiting for work ends at end of stream
-  kill(pid_, SIGKILL);
   end_of_helper();
+  for (pid_t p : strays_) kill(p, SIGKILL);
+  reap_strays();
+}
+
+void Sandbox::reap_strays() {
+  std::erase_if(strays_, [](pid_t p) { return waitpid(p, nullptr, WNOHANG) != 0; });
 }
 
 std::optional<std::string> Sandbox::call(std::string_view request, int fd, std::string* why) {
@@ -238,7 +252,6 @@ std::optional<std::string> Sandbox::call(std::string_view request, int fd, std::
   ++failures_;
   const bool overran = Clock::now() >= deadline;
   sock_.reset();
-  kill(pid_, SIGKILL);  // without CAP_KILL it is nobody's: its own alarm ends it
   const std::string end = end_of_helper();
   if (why)
     *why = overran

@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "daemon/sys/unique_fd.h"
 
@@ -61,12 +62,14 @@ class Sandbox {
 
  private:
   bool start(std::string* why);
-  void stop();                  // kills the helper (if it may) and reaps it
-  std::string end_of_helper();  // how it ended, reaped
+  void stop();                  // ends the helper and reaps what it can
+  std::string end_of_helper();  // kills it if it may: how it ended
+  void reap_strays();           // helpers that outlived their call, once ended
 
   std::string name_, program_;
   Limits limits_;
   pid_t pid_ = -1;
+  std::vector<pid_t> strays_;
   UniqueFd sock_;
   uint64_t generation_ = 0, failures_ = 0;
 };
