@@ -5,7 +5,13 @@
 // refused or bounded at once and said in one line; nothing waits on it. The
 // files belong to nobody (uid 65534), as an unprivileged user's would.
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -131,11 +137,46 @@ TEST_F(UntrustedFilesRoot, PerfMapSymlinkToARootOnlyFileIsNotFollowed) {
   fs::remove(tmp_);
   const fs::path elsewhere = dir_ / "elsewhere";
   fs::create_directories(elsewhere);
-  fs::create_symlink(secret_, elsewhere / map_.filename());
+  fs::copy_file(secret_, elsewhere / map_.filename());  // root-owned: only a link leads there
   fs::create_symlink(elsewhere, tmp_);
   refused.clear();
   EXPECT_FALSE(read_map(&refused)) << "followed a link to the map's directory";
   EXPECT_FALSE(refused.empty());
+}
+
+// Kernels before 5.6 (Android's 4.19 and 5.4) and qemu-user have no
+// openat2: the map is then opened a component at a time, and a link on the
+// way is still refused. Tried in a child whose openat2 answers ENOSYS.
+TEST_F(UntrustedFilesRoot, WithoutOpenat2NoLinkIsFollowedEither) {
+  std::ofstream(map_) << "1000 10 jit_fn\n";
+  give_to_nobody(map_);
+  const fs::path elsewhere = dir_ / "elsewhere";
+  fs::create_directories(elsewhere);
+  fs::copy_file(secret_, elsewhere / map_.filename());  // root-owned: only a link leads there
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog{4, filter};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+      _exit(3);
+    std::string refused;
+    std::optional<PerfMap> m = PerfMap::read(kPid, proc_.string(), &refused);
+    if (!m || m->find(0x1004) != "jit_fn+0x4") _exit(4);  // the map itself is read
+    fs::rename(tmp_, dir_ / "tmp.real");
+    fs::create_symlink(elsewhere, tmp_);  // the process's tmp now a link to a root-only map
+    if (PerfMap::read(kPid, proc_.string(), &refused) || refused.empty()) _exit(5);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "3: seccomp, 4: the map not read, 5: a link followed (status " << status << ")";
 }
 
 TEST_F(UntrustedFilesRoot, HugeSparsePerfMapIsRefusedBySize) {

@@ -62,8 +62,23 @@ std::optional<OpenedFile> open_regular_beneath(int dir, const std::string& path,
   how.flags = kFlags | O_NOFOLLOW;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
   int fd = static_cast<int>(syscall(SYS_openat2, dir, path.c_str(), &how, sizeof(how)));
-  if (fd < 0 && errno == ENOSYS) fd = openat(dir, path.c_str(), kFlags | O_NOFOLLOW);
-  return checked(fd, why, {});
+  if (fd >= 0 || errno != ENOSYS) return checked(fd, why, {});
+  // Before Linux 5.6 (Android's 4.19 and 5.4, qemu-user): one component at
+  // a time, none of them a link, no "..".
+  UniqueFd at;
+  size_t from = 0;
+  for (size_t slash; (slash = path.find('/', from)) != std::string::npos; from = slash + 1) {
+    const std::string part = path.substr(from, slash - from);
+    if (part.empty() || part == "." || part == "..") {
+      errno = EXDEV;
+      return checked(-1, why, {});
+    }
+    const int next =
+        openat(at ? at.get() : dir, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) return checked(-1, why, {});
+    at.reset(next);
+  }
+  return checked(openat(at ? at.get() : dir, path.c_str() + from, kFlags | O_NOFOLLOW), why, {});
 }
 
 }  // namespace stackmapd
