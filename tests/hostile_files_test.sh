@@ -91,6 +91,9 @@ crashed=$(helper_of symbols)
 hung=$(helper_of build)
 kill -SEGV $crashed
 kill -STOP $hung
+# New binaries (new inodes: their build ids are not cached) for the
+# stopped helper to be asked about.
+for i in 1 2 3; do cp /bin/ls "$tmp/fresh$i" && "$tmp/fresh$i" -R /usr/share > /dev/null; done &
 start=$SECONDS
 wait $waiter
 rc=$?
