@@ -384,7 +384,7 @@ TEST_F(BpfSessionTest, ResetUnderLoadNeverExposesOldOrTornStacks) {
   uint64_t ended_hits = 0, ended_drops = 0, reset_drops = 0;
   for (int i = 0; i < kResets; ++i) {
     for (int d = 0; d < 5; ++d) s.drain(10);
-    Snapshot ended = s.reset();
+    Snapshot ended = s.reset().finish();
     uint64_t refs = 0;
     for (const auto& st : ended.stacks) refs += st.ref_count;
     ASSERT_EQ(refs, ended.stats.counted()) << "reset " << i << ": the ended epoch is exact";
@@ -608,7 +608,7 @@ TEST_F(BpfSessionTest, ResetRollsBackWhenTheGracePeriodFails) {
 
   s.set_grace_period(
       [] { return static_cast<int>(syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0)); });
-  Snapshot ended = s.reset();
+  Snapshot ended = s.reset().finish();
   EXPECT_EQ(s.epoch(), 1u) << "a reset with a working grace period goes through";
   EXPECT_GT(ended.stats.get(SMC_HITS), 0u);
   EXPECT_GT(counts_more(s), 1000u);

@@ -35,10 +35,12 @@ class Control : public ::testing::Test {
   void start(ControlServer::Limits limits) {
     server_.emplace(
         loop_, path_, static_cast<gid_t>(-1),
-        [this](const std::string& line) -> ControlReply {
-          if (line == "big") return {true, std::string(8 << 20, 'x')};
+        [this](const std::string& line, const ControlServer::Respond& respond) {
+          if (line == "big") return respond({true, std::string(8 << 20, 'x')});
           if (line == "throw") throw Error("it broke: fix it");
-          return {true, "got " + line + "\n"};
+          if (line == "later")
+            return void(loop_.at(Clock::now() + 50ms, [respond] { respond({true, "later\n"}); }));
+          respond({true, "got " + line + "\n"});
         },
         limits);
   }
@@ -73,6 +75,18 @@ TEST_F(Control, AnswersOneLine) {
   say(c, "stat\n");
   EXPECT_EQ(reply(c), "ok\ngot stat\n");
   EXPECT_EQ(server_->clients(), 0u);
+}
+
+// An answer finished elsewhere comes in a later turn; other clients are
+// served meanwhile.
+TEST_F(Control, AnswersInALaterTurn) {
+  start({});
+  UniqueFd slow = connect_client();
+  say(slow, "later\n");
+  UniqueFd quick = connect_client();
+  say(quick, "stat\n");
+  EXPECT_EQ(reply(quick), "ok\ngot stat\n");
+  EXPECT_EQ(reply(slow), "ok\nlater\n");
 }
 
 TEST_F(Control, HandlerErrorIsTheReply) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-// The worker beside the loop (daemon/run/background.h) and the export built
+// The worker beside the loop (daemon/sys/task_runner.h) and the export built
 // once for a burst of requests (daemon/run/shared_export.h), under
 // ThreadSanitizer: the loop keeps turning (its timers fire) while the worker
 // builds, 32 requests share one build and one buffer, a failed build answers
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/run/background.h"
+#include "daemon/sys/task_runner.h"
 
 namespace stackmapd {
 namespace {
@@ -40,7 +40,7 @@ void turn_until(EventLoop& loop, const std::function<bool()>& done, std::chrono:
 
 TEST(SharedExport, BurstSharesOneBuildAndTheLoopKeepsTurning) {
   EventLoop loop;
-  Background worker(loop);
+  TaskRunner worker(TaskRunner::Options("test-worker"), &loop);
   int snapshots = 0;
   SharedExport json(worker, slow_build(600ms, &snapshots), 5s);
   int ticks = 0;
@@ -67,7 +67,7 @@ TEST(SharedExport, BurstSharesOneBuildAndTheLoopKeepsTurning) {
 
 TEST(SharedExport, StaleBodyIsRebuilt) {
   EventLoop loop;
-  Background worker(loop);
+  TaskRunner worker(TaskRunner::Options("test-worker"), &loop);
   int snapshots = 0;
   SharedExport json(worker, slow_build(50ms, &snapshots), 0ms);
   int answered = 0;
@@ -84,7 +84,7 @@ TEST(SharedExport, StaleBodyIsRebuilt) {
 
 TEST(SharedExport, FailedBuildAnswersEveryWaiter) {
   EventLoop loop;
-  Background worker(loop);
+  TaskRunner worker(TaskRunner::Options("test-worker"), &loop);
   SharedExport json(
       worker,
       [] { return SharedExport::Build([]() -> std::string { throw std::runtime_error("no"); }); },
@@ -111,7 +111,7 @@ TEST(Background, TornDownMidBuildRunsNoLateDone) {
   std::atomic<bool> started{false};
   bool done = false;
   {
-    Background worker(loop);
+    TaskRunner worker(TaskRunner::Options("test-worker"), &loop);
     worker.post(
         [&] {
           started = true;

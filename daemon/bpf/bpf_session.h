@@ -114,7 +114,7 @@ class BpfSession {
   // Empties the table while events keep arriving and returns the final state
   // of the epoch it ended. Throws Error if it cannot: before the table is
   // touched, the reset is rolled back and counting goes on in the same epoch.
-  Snapshot reset();
+  SnapshotCut reset();
   // The RCU grace period the reset protocol waits for: 0 or -1 with errno
   // set, as membarrier(MEMBARRIER_CMD_GLOBAL). Tests inject failures here.
   void set_grace_period(std::function<int()> grace_period) {

@@ -96,7 +96,7 @@ void BpfSession::consume_committed() {
   }
 }
 
-Snapshot BpfSession::reset() {
+SnapshotCut BpfSession::reset() {
   const uint32_t ended = epoch();
   drain(0);
   set_state(ended << 1 | SMT_STATE_RESETTING);
@@ -110,7 +110,7 @@ Snapshot BpfSession::reset() {
     throw;
   }
 
-  Snapshot last = snapshot();
+  SnapshotCut last = cut();
   auto next_base = TableView::sum_counters(batches_.counters(), (ended + 1) & 1);
   std::copy(next_base.begin(), next_base.end(), table_.book().baseline[(ended + 1) & 1]);
   table_.clear();
@@ -129,8 +129,8 @@ Snapshot BpfSession::reset() {
     spdlog::warn("reset: {}: {}; the ended epoch's drops may miss events still in flight",
                  kNoMembarrier, std::strerror(errno));
   TableStats final_stats = stats_of(batches_.counters(), ended & 1);
-  final_stats.entries = last.stats.entries;
-  last.stats = final_stats;
+  final_stats.entries = last.snap.stats.entries;
+  last.snap.stats = final_stats;
   table_.book().past_events += final_stats.events();
   ++table_.book().resets;
   return last;

@@ -52,6 +52,13 @@ class Writer {
     family(name, type, help);
     sample(v);
   }
+  // A histogram's lines: name_bucket{le="..."}, name_sum, name_count.
+  void bucket(uint64_t v, const std::string& le) {
+    out_ += name_ + "_bucket{le=\"" + le + "\"} " + std::to_string(v) + "\n";
+  }
+  void suffixed(const char* suffix, const std::string& v) {
+    out_ += name_ + suffix + " " + v + "\n";
+  }
   std::string take() { return std::move(out_); }
 
  private:
@@ -163,6 +170,23 @@ std::string format_metrics(const MetricsInput& in) {
           "Bytes of OpenTelemetry profile requests a receiver accepted.", in.otlp->sent_bytes);
     w.one("stackmapd_otlp_queued_requests", "gauge",
           "OpenTelemetry profile requests waiting to be sent.", in.otlp->queued);
+  }
+  if (in.loop) {
+    w.family("stackmapd_loop_turn_seconds", "histogram",
+             "Time each turn of the daemon's event loop held it: draining the ring, answering "
+             "clients, timers (finishing snapshots and writing files are the workers').");
+    uint64_t below = 0;
+    for (size_t b = 0; b < LoopTurns::kBuckets; ++b) {
+      below += in.loop->turns[b];
+      char le[16] = "+Inf";
+      if (b + 1 < LoopTurns::kBuckets) snprintf(le, sizeof(le), "%g", LoopTurns::kBounds[b]);
+      w.bucket(below, le);
+    }
+    w.suffixed("_sum", number(in.loop->seconds));
+    w.suffixed("_count", std::to_string(below));
+    w.family("stackmapd_loop_longest_turn_seconds", "gauge",
+             "The longest turn of the daemon's event loop since it started.");
+    w.sample(in.loop->longest);
   }
 
   if (in.process) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "daemon/model/table_stats.h"
+#include "daemon/sys/event_loop.h"
 
 namespace stackmapd::http {
 
@@ -46,6 +47,7 @@ struct MetricsInput {
   bool bpf_stats_enabled = false;  // kernel.bpf_stats_enabled: programs' run time is counted
   std::vector<ProgramStats> programs;
   std::optional<OtlpCounters> otlp;  // none when otlp-endpoint is unset
+  std::optional<LoopTurns> loop;     // the daemon's event loop (none: a test's input)
   // None in the textfile: node-exporter exports its own process_* series,
   // and drops a textfile's family of the same name (an error in its log).
   std::optional<ProcessStats> process;

@@ -1,21 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 // --user-stacks: the unwind tables' loader (daemon/unwind/unwind_loader.h) on
-// a thread of its own, fed by the resolver's worker. Building a new binary's
-// table takes up to 150 ms (libc's); on the worker it held up the capture of
-// the next processes' stacks, and a process that lives 50 ms was gone before
-// its maps were read. A process whose tables are not in yet is walked by
-// frame pointers meanwhile (SMC_USER_NOT_LOADED).
+// a worker of its own (daemon/sys/task_runner.h), fed by the resolver's worker. Building a new
+// binary's table takes up to 150 ms (libc's); on the worker it held up the capture of the next
+// processes' stacks, and a process that lives 50 ms was gone before its maps were read. A process
+// whose tables are not in yet is walked by frame pointers meanwhile (SMC_USER_NOT_LOADED).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
-#include <thread>
-#include <utility>
 
 #include "daemon/symbols/user_maps.h"
+#include "daemon/sys/task_runner.h"
 #include "daemon/unwind/unwind_loader.h"
 
 namespace stackmapd {
@@ -28,7 +24,7 @@ inline constexpr int kBackgroundNice = 10;
 class UnwindThread {
  public:
   explicit UnwindThread(std::unique_ptr<UnwindLoader> loader);
-  ~UnwindThread();  // waits for the load under way, drops the others
+  // Destroyed: the load under way finishes, the others are dropped.
   UnwindThread(const UnwindThread&) = delete;
   UnwindThread& operator=(const UnwindThread&) = delete;
 
@@ -37,19 +33,10 @@ class UnwindThread {
   UnwindCounts counts() const;
 
  private:
-  struct Job {
-    uint32_t pid = 0, exec_id = 0;
-    ProcessMaps maps;
-  };
-  void run();
-
-  std::unique_ptr<UnwindLoader> loader_;  // used by the thread only
-  mutable std::mutex mu_;                 // guards what follows
-  std::condition_variable work_;
-  std::deque<Job> jobs_;
-  bool stop_ = false;
+  const std::unique_ptr<UnwindLoader> loader_;  // used by the runner's tasks only
+  mutable std::mutex mu_;
   UnwindCounts counts_;  // the loader's, after its last load
-  std::thread thread_;   // last: started once the rest is built
+  TaskRunner runner_;    // last: its thread stops first
 };
 
 }  // namespace stackmapd

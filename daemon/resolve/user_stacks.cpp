@@ -2,14 +2,13 @@
 #include "daemon/resolve/user_stacks.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <utility>
 
+#include "daemon/resolve/unwind_thread.h"
 #include "daemon/resolve/user_capture.h"
 
 namespace stackmapd {
@@ -24,27 +23,11 @@ struct UserStackEpoch {
   std::map<uint32_t, Entry> stacks;  // by user stack id
 };
 
-// Shared by the loop, the worker and the snapshots in flight, under `mu`.
+// Shared by the loop, the runners' tasks and the snapshots in flight, under `mu`.
 struct UserStackShared {
-  struct Job {
-    uint32_t id = 0;
-    uint64_t seq = 0;
-    std::shared_ptr<UserStackEpoch> epoch;
-    UserStackIps ips;
-  };
-  // A job captured, waiting to be symbolized.
-  struct Captured {
-    Job job;
-    CapturedStack stack;
-    size_t binaries = 0;  // UserCapture::binary_count() after its capture
-  };
   std::mutex mu;
-  std::condition_variable work;           // a job queued, or stop
-  std::condition_variable captured_work;  // a job captured, or stop
-  std::condition_variable resolved;       // `done` advanced, or stop
-  std::deque<Job> queue;
-  std::deque<Captured> captured;  // in queue order
-  uint64_t done = 0;              // jobs resolved: the worker takes them in queue order
+  std::condition_variable resolved;  // `done` advanced, or stop
+  uint64_t done = 0;                 // stacks resolved: the symbolizer takes them in queue order
   bool stop = false;
   std::vector<UserBinary> binaries;  // UserCapture::binaries() as far as published
   uint64_t processes_evicted = 0, binaries_evicted = 0, parse_failures = 0;
@@ -54,18 +37,17 @@ struct UserStackShared {
 UserStackCollector::UserStackCollector(uint32_t ids, Reader read, std::string proc,
                                        size_t max_queued, std::unique_ptr<UnwindLoader> unwind)
     : read_(std::move(read)),
-      max_queued_(max_queued),
       seen_(ids, 0),
       shared_(std::make_shared<UserStackShared>()),
-      epoch_(std::make_shared<UserStackEpoch>()) {
+      epoch_(std::make_shared<UserStackEpoch>()),
+      capture_(std::make_unique<UserCapture>(std::move(proc), std::move(unwind))),
+      // Idle, it still wakes to close what symbolizing held open.
+      symbolizer_(TaskRunner::Options("user-symbols")
+                      .unbounded()
+                      .niceness(kBackgroundNice)
+                      .when_idle(UserSymbolizer::kIdle, [this] { capture_->close_idle(); })),
+      capturer_(TaskRunner::Options("user-capture").at_most(max_queued)) {
   resolved_.enabled = true;
-  worker_ = std::thread([this, proc = std::move(proc), unwind = std::move(unwind)]() mutable {
-    UserCapture capture(proc, std::move(unwind));
-    std::thread symbolizer([this, &capture] { run_symbolizer(*shared_, capture); });
-    run_capture(*shared_, capture);
-    shared_->captured_work.notify_all();  // stop is set
-    symbolizer.join();
-  });
 }
 
 UserStackCollector::~UserStackCollector() {
@@ -73,89 +55,63 @@ UserStackCollector::~UserStackCollector() {
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->stop = true;
   }
-  shared_->work.notify_all();
   shared_->resolved.notify_all();
-  worker_.join();
+  capturer_.stop();  // before the symbolizer, which its last task may feed
+  symbolizer_.stop();
 }
 
 void UserStackCollector::first_sight(uint32_t id) {
   seen_[id] = 1;
   std::optional<UserStackIps> ips = read_(id);
   if (!ips) return;
+  const size_t footprint = ips->ips.size() * sizeof(uint64_t);
+  const uint64_t seq = queued_;
+  // Captured at once, while its process most likely still runs: never
+  // behind a slow symbolize.
+  if (!capturer_.post(
+          [this, id, seq, epoch = epoch_, ips = std::move(*ips)] { capture(id, seq, epoch, ips); },
+          footprint)) {
+    if (dropped_++ == 0)
+      spdlog::warn(
+          "user stacks: the resolver's queue is full ({} stacks): stack {} and the "
+          "next ones past the cap stay unresolved (counted in "
+          "stackmapd_user_stacks_dropped_total)",
+          capturer_.counts().waiting, id);
+    return;
+  }
+  queued_++;
+}
+
+void UserStackCollector::capture(uint32_t id, uint64_t seq,
+                                 const std::shared_ptr<UserStackEpoch>& epoch,
+                                 const UserStackIps& ips) {
+  auto c = std::make_shared<CapturedStack>(capture_->capture(ips));
+  const size_t binaries = capture_->binary_count();
+  symbolizer_.post(
+      [this, id, seq, epoch, binaries, c] { symbolize(id, seq, *epoch, binaries, *c); });
+}
+
+// In queue order: publishes each stack symbolized.
+void UserStackCollector::symbolize(uint32_t id, uint64_t seq, UserStackEpoch& epoch,
+                                   size_t binaries, CapturedStack& captured) {
+  UserCapture& capture = *capture_;
+  UserStackShared& sh = *shared_;
+  const bool gone = captured.gone;
+  UserStack s = capture.symbolize(std::move(captured));
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    if (shared_->queue.size() >= max_queued_) {
-      if (dropped_++ == 0)
-        spdlog::warn(
-            "user stacks: the resolver's queue is full ({} stacks): stack {} and the "
-            "next ones past the cap stay unresolved (counted in "
-            "stackmapd_user_stacks_dropped_total)",
-            max_queued_, id);
-      return;
-    }
-    shared_->queue.push_back({id, queued_++, epoch_, std::move(*ips)});
+    std::lock_guard<std::mutex> lock(sh.mu);
+    // Lock order: sh.mu, then the capture's.
+    std::vector<UserBinary> added = capture.binaries(sh.binaries.size());
+    sh.binaries.insert(sh.binaries.end(), added.begin(), added.end());
+    epoch.stacks[id] = {std::move(s), seq, binaries, gone};
+    sh.done = seq + 1;
+    sh.processes_evicted = capture.processes_evicted();
+    sh.binaries_evicted = capture.binaries_evicted();
+    sh.parse_failures = capture.parse_failures();
+    sh.unwind = capture.unwind_counts();
   }
-  shared_->work.notify_one();
-}
-
-// Captures each stack as soon as it is queued: never behind a slow symbolize.
-void UserStackCollector::run_capture(UserStackShared& sh, UserCapture& capture) {
-  for (;;) {
-    std::deque<UserStackShared::Job> jobs;
-    {
-      std::unique_lock<std::mutex> lock(sh.mu);
-      sh.work.wait(lock, [&] { return sh.stop || !sh.queue.empty(); });
-      if (sh.stop) return;
-      jobs.swap(sh.queue);
-    }
-    for (UserStackShared::Job& j : jobs) {
-      CapturedStack c = capture.capture(j.ips);
-      const size_t binaries = capture.binary_count();
-      {
-        std::lock_guard<std::mutex> lock(sh.mu);
-        sh.captured.push_back({std::move(j), std::move(c), binaries});
-      }
-      sh.captured_work.notify_one();
-    }
-  }
-}
-
-// Symbolizes the captured stacks in queue order and publishes them.
-void UserStackCollector::run_symbolizer(UserStackShared& sh, UserCapture& capture) {
-  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kBackgroundNice);
-  for (;;) {
-    UserStackShared::Captured next;
-    {
-      std::unique_lock<std::mutex> lock(sh.mu);
-      // Idle, it still wakes to close what symbolizing held open.
-      const bool work = sh.captured_work.wait_for(lock, UserSymbolizer::kIdle,
-                                                  [&] { return sh.stop || !sh.captured.empty(); });
-      if (sh.stop) return;
-      if (!work) {
-        lock.unlock();
-        capture.close_idle();
-        continue;
-      }
-      next = std::move(sh.captured.front());
-      sh.captured.pop_front();
-    }
-    const bool gone = next.stack.gone;
-    UserStack s = capture.symbolize(std::move(next.stack));
-    std::vector<UserBinary> added;
-    {
-      std::lock_guard<std::mutex> lock(sh.mu);
-      added = capture.binaries(sh.binaries.size());  // lock order: sh.mu, then the capture's
-      sh.binaries.insert(sh.binaries.end(), added.begin(), added.end());
-      next.job.epoch->stacks[next.job.id] = {std::move(s), next.job.seq, next.binaries, gone};
-      sh.done = next.job.seq + 1;
-      sh.processes_evicted = capture.processes_evicted();
-      sh.binaries_evicted = capture.binaries_evicted();
-      sh.parse_failures = capture.parse_failures();
-      sh.unwind = capture.unwind_counts();
-    }
-    sh.resolved.notify_all();
-    capture.close_idle();
-  }
+  sh.resolved.notify_all();
+  capture.close_idle();
 }
 
 UserStackCollector::Mark UserStackCollector::mark() const {

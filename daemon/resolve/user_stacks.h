@@ -5,9 +5,9 @@
 // new elements; an event still in the batches may name it much later, its
 // process gone) or in an event; the first time, it reads the stack's frames
 // from the table and queues them (a bounded queue: when full, the stack is dropped
-// and counted). A worker thread captures each queued stack at once, while
-// its process most likely still runs, and a second one symbolizes the
-// captured stacks in order (user_capture.h): a slow binary (libc's first
+// and counted). A worker (daemon/sys/task_runner.h) captures each queued
+// stack at once, while its process most likely still runs, and a second one
+// symbolizes the captured stacks in order (user_capture.h): a slow binary (libc's first
 // names take 300 ms) delays names, never captures. The loop never waits on
 // /proc or libdwfl.
 //
@@ -16,29 +16,27 @@
 // on whichever thread finishes it, waits for the worker to have resolved
 // those and copies them, no stack queued later.
 //
-// This worker is where per-process work that must run while the process
+// The capturing worker is where per-process work that must run while the process
 // lives belongs: it also hands each process's maps, at first sight, to the
 // thread that loads its unwind tables (daemon/resolve/unwind_thread.h).
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "daemon/model/user_stack.h"
+#include "daemon/sys/task_runner.h"
 #include "daemon/unwind/unwind_loader.h"
 
 namespace stackmapd {
 
 class UserCapture;
+struct CapturedStack;
 struct UserStackShared;  // the queue and what the worker resolved (user_stacks.cpp)
 struct UserStackEpoch;   // the stacks resolved since the last clear()
 
@@ -97,11 +95,13 @@ class UserStackCollector {
 
  private:
   void first_sight(uint32_t id);
-  static void run_capture(UserStackShared& shared, UserCapture& capture);
-  static void run_symbolizer(UserStackShared& shared, UserCapture& capture);
+  // The runners' tasks: capture (the capturer's), then symbolize in queue order.
+  void capture(uint32_t id, uint64_t seq, const std::shared_ptr<UserStackEpoch>& epoch,
+               const UserStackIps& ips);
+  void symbolize(uint32_t id, uint64_t seq, UserStackEpoch& epoch, size_t binaries,
+                 CapturedStack& captured);
 
   Reader read_;
-  size_t max_queued_;
   std::vector<uint8_t> seen_;  // by id
   uint64_t queued_ = 0;        // stacks queued since the start, the loop's count
   uint64_t dropped_ = 0;
@@ -109,7 +109,10 @@ class UserStackCollector {
   std::shared_ptr<UserStackEpoch> epoch_;
   UserStackSet resolved_;  // resolved(): every stack queued before resolved_through_
   uint64_t resolved_through_ = 0;
-  std::thread worker_;
+  // The runners use it, and stop first.
+  std::unique_ptr<UserCapture> capture_;
+  TaskRunner symbolizer_;
+  TaskRunner capturer_;  // last: it feeds the symbolizer, so it stops first
 };
 
 }  // namespace stackmapd

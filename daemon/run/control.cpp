@@ -78,14 +78,17 @@ void ControlServer::on_input(StreamServer::Key key, std::string_view in) {
   if (nl == std::string_view::npos) return;
   std::string line(in.substr(0, nl));
   if (!line.empty() && line.back() == '\r') line.pop_back();
-  ControlReply reply{false, ""};
+  stream_.await_reply(key);
+  // Keys are never reused: an answer for a client gone meanwhile is dropped.
+  const Respond respond = [this, key](const ControlReply& reply) {
+    // Replies carry names (ctl top) and echo the request: bytes made text.
+    stream_.reply(key, (reply.ok ? "ok\n" : "error\n") + utf8_text(reply.text));
+  };
   try {
-    reply = handler_(line);
+    handler_(line, respond);
   } catch (const std::exception& e) {
-    reply = {false, e.what()};
+    respond({false, e.what()});
   }
-  // Replies carry names (ctl top) and echo the request: bytes made text.
-  stream_.reply(key, (reply.ok ? "ok\n" : "error\n") + utf8_text(reply.text));
 }
 
 std::optional<std::string> control_request(const std::string& socket_path,

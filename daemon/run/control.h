@@ -7,7 +7,8 @@
 // Clients, limits and deadlines are the stream server's
 // (daemon/sys/stream_server.h), with slots shared out per uid (SO_PEERCRED);
 // a client that never ends its line, never reads or comes one too many gets
-// one error line from here. Requests are answered in the loop, one at a time.
+// one error line from here. A request is taken in the loop; its answer may
+// come later (a snapshot finished on a worker), from the loop's thread.
 #pragma once
 
 #include <sys/types.h>
@@ -30,9 +31,11 @@ struct ControlReply {
 
 class ControlServer {
  public:
-  // Answers one request line (without its newline); an exception it throws
-  // is sent back as the error text.
-  using Handler = std::function<ControlReply(const std::string& line)>;
+  // Sends the answer, now or in a later turn of the loop; once.
+  using Respond = std::function<void(ControlReply)>;
+  // Takes one request line (without its newline) and calls respond(); an
+  // exception it throws is sent back as the error text.
+  using Handler = std::function<void(const std::string& line, const Respond& respond)>;
   struct Limits {
     size_t max_clients = 16;
     size_t max_per_peer = 12;  // per uid: 4 slots stay for the other users

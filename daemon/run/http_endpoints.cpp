@@ -52,7 +52,7 @@ HttpEndpoints::HttpEndpoints(EventLoop& loop, const ListenAddress& address, gid_
           loop, address, group,
           [this](const http::Request& req, http::Server::Respond respond) { handle(req, respond); },
           limits),
-      worker_(loop),
+      worker_(TaskRunner::Options("http-worker"), &loop),
       json_(
           worker_,
           [this] {
@@ -147,34 +147,40 @@ void HttpEndpoints::profile(const http::Request& req, const http::Server::Respon
     return respond(http::error_response(
         429, std::to_string(kMaxProfiles) +
                  " profiles are being recorded already: try again when one is done"));
-  auto before = std::make_shared<Snapshot>(source_.cut().finish());
+  // The cuts are the loop's; finishing, the delta and the encoding are the worker's.
+  auto before = std::make_shared<SnapshotCut>(source_.cut());
   const int64_t start = realtime_nanos();
   const uint64_t key = next_profile_++;
-  profiles_[key] = loop_.at(
-      EventLoop::Clock::now() + std::chrono::seconds(seconds),
-      [this, key, before, start, seconds, respond] {
-        profiles_.erase(key);
-        try {
-          PprofOptions opt;
-          opt.time_nanos = start;
-          opt.duration_nanos = seconds * 1000000000LL;
-          opt.label_keys = fleet_keys(before->keys);
-          // Over TCP any local user may ask: offsets from _text.
-          if (!addresses_ && source_.symbols())
-            opt.address_base = source_.symbols()->text_address();
-          http::Response r;
-          r.content_type = "application/octet-stream";
-          r.headers.emplace_back("Content-Disposition", "attachment; filename=\"profile.pb.gz\"");
-          const Snapshot delta = delta_snapshot(*before, source_.cut().finish());
-          const std::shared_ptr<const Kallsyms> symbols = source_.symbols();
-          OutputContext ctx(delta, symbols.get());
-          ctx.pprof = opt;
-          r.body = output_spec(OutputKind::pprof).render(ctx);
-          respond(r);
-        } catch (const std::exception& e) {
-          respond(http::error_response(500, e.what()));
-        }
-      });
+  profiles_[key] =
+      loop_.at(EventLoop::Clock::now() + std::chrono::seconds(seconds),
+               [this, key, before, start, seconds, respond] {
+                 profiles_.erase(key);
+                 auto after = std::make_shared<SnapshotCut>(source_.cut());
+                 PprofOptions opt;
+                 opt.time_nanos = start;
+                 opt.duration_nanos = seconds * 1000000000LL;
+                 const std::shared_ptr<const Kallsyms> symbols = source_.symbols();
+                 // Over TCP any local user may ask: offsets from _text.
+                 if (!addresses_ && symbols) opt.address_base = symbols->text_address();
+                 auto r = std::make_shared<http::Response>();
+                 worker_.post(
+                     [before, after, opt, symbols, r]() mutable {
+                       try {
+                         const Snapshot first = std::move(*before).finish();
+                         const Snapshot delta = delta_snapshot(first, std::move(*after).finish());
+                         opt.label_keys = fleet_keys(first.keys);
+                         r->content_type = "application/octet-stream";
+                         r->headers.emplace_back("Content-Disposition",
+                                                 "attachment; filename=\"profile.pb.gz\"");
+                         OutputContext ctx(delta, symbols.get());
+                         ctx.pprof = opt;
+                         r->body = output_spec(OutputKind::pprof).render(ctx);
+                       } catch (const std::exception& e) {
+                         *r = http::error_response(500, e.what());
+                       }
+                     },
+                     [r, respond] { respond(*r); });
+               });
 }
 
 http::MetricsInput collect_metrics(const BpfSession& session, uint64_t ring_size_bytes) {

@@ -32,11 +32,11 @@
 #include "daemon/http/metrics.h"
 #include "daemon/http/server.h"
 #include "daemon/model/snapshot_cut.h"
-#include "daemon/run/background.h"
 #include "daemon/run/shared_export.h"
 #include "daemon/run/window_history.h"
 #include "daemon/sys/event_loop.h"
 #include "daemon/sys/listen_address.h"
+#include "daemon/sys/task_runner.h"
 
 namespace stackmapd {
 
@@ -92,7 +92,8 @@ class HttpEndpoints {
   size_t json_in_flight_ = 0;   // their leases (http::Response::lease) count it; before server_
   size_t flame_in_flight_ = 0;  // likewise
   http::Server server_;
-  Background worker_;  // formats the JSON; joined last (its done()s run only in a turn)
+  TaskRunner
+      worker_;  // finishes snapshots and formats; joined last (its replies run only in a turn)
   SharedExport json_;
   WindowHistory history_;
   WindowHistory::Snap latest_;  // the newest snapshot finished, and when its cut was taken

@@ -96,7 +96,7 @@ void Service::take_signals() {
   });
   loop_.on_signal(SIGUSR1, [this](int) {
     try {
-      reset();
+      reset(nullptr);
     } catch (const std::exception& e) {
       spdlog::error("SIGUSR1 reset failed, still tracing: {}", e.what());
     }
@@ -130,14 +130,14 @@ void Service::run() {
   // What can fail cheaply (an address in use) before the table is loaded.
   const std::string control_path = config_.export_dir + "/" + kControlSocket;
   remove_stale_socket(control_path);
-  ControlServer control(loop_, control_path, group,
-                        [this](const std::string& line) { return handle(line); });
+  ControlServer control(
+      loop_, control_path, group,
+      [this](const std::string& line, const ControlServer::Respond& r) { handle(line, r); });
   http_ = open_http(config_);
   open_session();
   try {
     load_symbols();
     export_now();
-    write_metrics_textfile();
   } catch (...) {
     forget_failed_start();
     throw;

@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
+// The control requests and the reset. What needs the session (the drain, the
+// cut, the reset itself) is done on the loop; finishing a snapshot, naming
+// its frames and writing files go to a worker, and the answer follows.
 #include <spdlog/spdlog.h>
 
 #include <charconv>
@@ -10,21 +13,26 @@
 
 namespace stackmapd {
 
-std::string Service::reset() {
-  Snapshot ended = session_->reset();
-  export_now();
+// The reply comes once the new epoch's exports are written.
+void Service::reset(ControlServer::Respond done) {
+  SnapshotCut ended = session_->reset();
   std::string msg = "reset: epoch " + std::to_string(session_->epoch() - 1) + " ended with " +
-                    std::to_string(ended.stats.events()) + " events in " +
-                    std::to_string(ended.stacks.size()) + " unique stacks";
+                    std::to_string(ended.snap.stats.events()) + " events in " +
+                    std::to_string(ended.store.size()) + " unique stacks";
   spdlog::info("{}", msg);
-  return msg + "\n";
+  // Its copy of the table is freed off the loop.
+  requests_.post([ended = std::make_shared<SnapshotCut>(std::move(ended))] {});
+  post_export([msg = std::move(msg), done = std::move(done)](const std::string& error) {
+    if (!error.empty()) spdlog::error("reset: {}", error);
+    if (done) done(error.empty() ? ControlReply{true, msg + "\n"} : ControlReply{false, error});
+  });
 }
 
-ControlReply Service::handle(const std::string& line) {
+void Service::handle(const std::string& line, const ControlServer::Respond& respond) {
   try {
     if (line == "stat") {
       session_->drain(0);
-      return {true, format_stat(session_->stats())};
+      return respond({true, format_stat(session_->stats())});
     }
     if (line == "top" || line.rfind("top ", 0) == 0) {
       size_t n = 20;
@@ -32,31 +40,46 @@ ControlReply Service::handle(const std::string& line) {
         const char* end = line.data() + line.size();
         auto [at, ec] = std::from_chars(line.data() + 4, end, n);  // no sign, no blanks
         if (ec != std::errc() || at != end || n == 0)
-          return {false, "'" + line + "': give top a count of stacks, 1 or more"};
+          return respond({false, "'" + line + "': give top a count of stacks, 1 or more"});
       }
-      session_->drain(0);
-      const Snapshot snap = session_->snapshot();
-      return {true, format_top(snap, n, FrameNames(snap, symbols()))};
+      auto c = std::make_shared<SnapshotCut>(cut());
+      auto text = std::make_shared<ControlReply>(ControlReply{true, ""});
+      requests_.post(
+          [c, n, text, ksyms = ksyms_] {
+            try {
+              const Snapshot snap = std::move(*c).finish();
+              text->text = format_top(snap, n, FrameNames(snap, ksyms.get()));
+            } catch (const std::exception& e) {
+              *text = {false, e.what()};
+            }
+          },
+          [text, respond] { respond(*text); });
+      return;
     }
-    if (line == "reset") return {true, reset()};
+    if (line == "reset") return reset(respond);
     if (line == "snapshot") {
-      export_now();
-      return {true, "exports written to " + config_.export_dir + "\n"};
+      return post_export([respond, dir = config_.export_dir](const std::string& error) {
+        if (!error.empty()) {
+          spdlog::error("snapshot: {}", error);
+          return respond({false, error});
+        }
+        respond({true, "exports written to " + dir + "\n"});
+      });
     }
     if (line == "reload") {
       try {
         std::string msg = reload();
         after_reload();
-        return {true, msg};
+        return respond({true, msg});
       } catch (const Error& e) {
         after_reload();
         throw Error(std::string("reload failed, keeping the running configuration: ") + e.what());
       }
     }
-    return {false, "unknown request '" + line + "': use stat, top N, reset, snapshot or reload"};
+    respond({false, "unknown request '" + line + "': use stat, top N, reset, snapshot or reload"});
   } catch (const std::exception& e) {
     spdlog::error("{}: {}", line, e.what());
-    return {false, e.what()};
+    respond({false, e.what()});
   }
 }
 

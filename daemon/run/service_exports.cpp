@@ -7,6 +7,7 @@
 #include "daemon/export/exports.h"
 #include "daemon/export/history.h"
 #include "daemon/run/service_impl.h"
+#include "daemon/sys/error.h"
 #include "daemon/sys/preflight.h"
 
 namespace stackmapd {
@@ -18,30 +19,37 @@ SnapshotCut Service::cut() {
   return c;
 }
 
-// On disk when it returns, and after any export posted before it.
+// On disk when it returns, and after any export posted before it: at start
+// and at stop, when the loop does not turn. Throws Error if it failed.
 void Service::export_now() {
+  post_export();
   exports_.wait_idle();
-  write_exports(config_.export_dir, current(), symbols(), config_.group_id());
+  if (std::optional<std::string> error = exports_.take_outcome(); error && !error->empty())
+    throw Error(*error);
 }
 
 // The loop takes the cut and the metrics (they need the session); the worker
-// finishes the snapshot, formats and writes it (export_worker.h).
-void Service::post_export() {
+// finishes the snapshot, formats and writes it (export_worker.h), then
+// `written` runs on the loop.
+void Service::post_export(ExportWorker::Written written) {
   std::string metrics;
   if (!config_.metrics_textfile.empty()) {
     session_->drain(0);
     http::MetricsInput in = collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
     in.process.reset();  // no process_* (metrics.h): node-exporter has its own
     if (otlp_) in.otlp = otlp_->counters();
+    in.loop = loop_.turns();
     metrics = http::format_metrics(in);
   }
-  exports_.post([cut = cut(), ksyms = ksyms_, dir = config_.export_dir, group = config_.group_id(),
-                 textfile = config_.metrics_textfile, metrics = std::move(metrics),
-                 history_kb = config_.history_max_kb]() mutable {
-    write_exports(dir, std::move(cut).finish(), ksyms.get(), group);
-    if (!textfile.empty()) write_file_atomic(textfile, metrics, 0644);
-    if (history_kb) keep_history(dir, history_kb * 1024, group);
-  });
+  exports_.post(
+      [cut = cut(), ksyms = ksyms_, dir = config_.export_dir, group = config_.group_id(),
+       textfile = config_.metrics_textfile, metrics = std::move(metrics),
+       history_kb = config_.history_max_kb]() mutable {
+        write_exports(dir, std::move(cut).finish(), ksyms.get(), group);
+        if (!textfile.empty()) write_file_atomic(textfile, metrics, 0644);
+        if (history_kb) keep_history(dir, history_kb * 1024, group);
+      },
+      std::move(written));
 }
 
 std::unique_ptr<HttpEndpoints> Service::open_http(const DaemonConfig& c) {
@@ -53,6 +61,7 @@ std::unique_ptr<HttpEndpoints> Service::open_http(const DaemonConfig& c) {
     session_->drain(0);
     http::MetricsInput in = collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
     if (otlp_) in.otlp = otlp_->counters();
+    in.loop = loop_.turns();
     return in;
   };
   source.symbols = [this] { return ksyms_; };
@@ -66,16 +75,6 @@ std::unique_ptr<HttpEndpoints> Service::open_http(const DaemonConfig& c) {
                  endpoints->address().str());
   spdlog::info("HTTP endpoints on {}", endpoints->address().str());
   return endpoints;
-}
-
-// Metrics only, no process_* (metrics.h): node-exporter has its own.
-void Service::write_metrics_textfile() {
-  if (config_.metrics_textfile.empty()) return;
-  session_->drain(0);
-  http::MetricsInput in = collect_metrics(*session_, ringbuf_bytes(config_.ringbuf_kb));
-  in.process.reset();
-  if (otlp_) in.otlp = otlp_->counters();
-  write_file_atomic(config_.metrics_textfile, http::format_metrics(in), 0644);
 }
 
 void Service::update_status() {

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 // The service's one object (service.h), its files by job: service.cpp
 // (start, the loop, stop), service_control.cpp (the control requests and
-// reset), service_reload.cpp (reload, symbols), service_exports.cpp (the
+// reset, answered from the workers), service_reload.cpp (reload, symbols), service_exports.cpp (the
 // timed exports, the metrics textfile, the HTTP endpoints' source),
 // service_otlp.cpp (the OpenTelemetry push).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "daemon/run/otlp_sender.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/event_loop.h"
+#include "daemon/sys/task_runner.h"
 
 namespace stackmapd {
 
@@ -37,16 +39,15 @@ class Service {
   void forget_failed_start() noexcept;
   void load_symbols();
   SnapshotCut cut();
-  Snapshot current() { return cut().finish(); }
   void export_now();
-  void post_export();
+  void post_export(ExportWorker::Written written = {});
   void report_export(const std::string& error);
   std::unique_ptr<HttpEndpoints> open_http(const DaemonConfig& c);
-  void write_metrics_textfile();
   void update_status();
-  std::string reset();
+  // `done` (may be null) gets the reply once the new epoch's exports are written.
+  void reset(ControlServer::Respond done);
   std::string reload();
-  ControlReply handle(const std::string& line);
+  void handle(const std::string& line, const ControlServer::Respond& respond);
   void take_signals();
   void watch_session();
   void after_reload();
@@ -72,7 +73,9 @@ class Service {
   double export_interval_ = 0;           // the timer's, in seconds
   std::unique_ptr<HttpEndpoints> http_;  // --listen; after loop_, so it goes first
   std::string export_error_;             // the last timed export's failure, said once
-  ExportWorker exports_;                 // the timed exports' files, off the loop
+  ExportWorker exports_{&loop_};         // the exports' files, off the loop
+  TaskRunner requests_{TaskRunner::Options("requests"),
+                       &loop_};  // ctl top, reset: finished off the loop
   // The push's: the sender and its timer, the endpoint and interval they run
   // with, and the last pushed snapshot (touched by the sender's jobs only).
   struct OtlpPush {

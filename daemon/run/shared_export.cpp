@@ -6,7 +6,7 @@
 
 namespace stackmapd {
 
-SharedExport::SharedExport(Background& worker, Prepare prepare, std::chrono::milliseconds fresh_for)
+SharedExport::SharedExport(TaskRunner& worker, Prepare prepare, std::chrono::milliseconds fresh_for)
     : worker_(worker), prepare_(std::move(prepare)), fresh_for_(fresh_for) {}
 
 void SharedExport::get(Ready ready) {
@@ -23,7 +23,7 @@ void SharedExport::get(Ready ready) {
     return finish(nullptr, e.what());
   }
   taken_ = now;
-  // Written by the worker, read by the loop after Background's hand-over.
+  // Written by the worker, read by the loop after the runner's hand-over.
   struct Outcome {
     Body body;
     std::string error;

@@ -4,7 +4,7 @@
 // snapshot copy and the worker one build, not one of each per request:
 //   - a body younger than fresh_for (from its snapshot) is served as it is;
 //   - otherwise the first request takes a snapshot on the loop (prepare) and
-//     hands the formatting to the worker (daemon/run/background.h); requests
+//     hands the formatting to the worker (daemon/sys/task_runner.h); requests
 //     that arrive while it builds wait for that same body.
 // How many may wait is the caller's bound (HttpEndpoints::kMaxJsonInFlight).
 // The body is immutable and shared: the HTTP server sends it from this one
@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/run/background.h"
 #include "daemon/sys/event_loop.h"
+#include "daemon/sys/task_runner.h"
 
 namespace stackmapd {
 
@@ -30,7 +30,7 @@ class SharedExport {
   using Prepare = std::function<Build()>;
   // On the loop: the body, or null and why not.
   using Ready = std::function<void(Body body, const std::string& error)>;
-  SharedExport(Background& worker, Prepare prepare, std::chrono::milliseconds fresh_for);
+  SharedExport(TaskRunner& worker, Prepare prepare, std::chrono::milliseconds fresh_for);
   SharedExport(const SharedExport&) = delete;
   SharedExport& operator=(const SharedExport&) = delete;
 
@@ -43,7 +43,7 @@ class SharedExport {
  private:
   void finish(Body body, const std::string& error);
 
-  Background& worker_;
+  TaskRunner& worker_;
   Prepare prepare_;
   std::chrono::milliseconds fresh_for_;
   Body body_;                           // the last one built

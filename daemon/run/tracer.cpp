@@ -105,9 +105,9 @@ Snapshot trace(TraceOptions options, Recording* recording) {
   };
   backend.wakeup_fd = session.wakeup_fd();
   backend.reset = [&] {
-    Snapshot ended = session.reset();
+    const SnapshotCut ended = session.reset();
     spdlog::info("reset: epoch {} ended with {} events in {} unique stacks", session.epoch() - 1,
-                 ended.stats.events(), ended.stacks.size());
+                 ended.snap.stats.events(), ended.store.size());
   };
   backend.each_second = [&] { health.check(session); };
   if (session.has_user_stacks()) {

@@ -83,6 +83,7 @@ void EventLoop::run_once(Clock::duration max_wait) {
   if (signals_.fd() >= 0) fds.push_back({signals_.fd(), POLLIN, 0});
   if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR)
     throw Error(std::string("poll failed in the event loop: ") + std::strerror(errno));
+  const Clock::time_point busy = Clock::now();
 
   for (size_t i = 0; i < ids.size(); ++i) {
     if (!fds[i].revents) continue;
@@ -126,6 +127,15 @@ void EventLoop::run_once(Clock::duration max_wait) {
     }
     fn();
   }
+  turns_.add(std::chrono::duration<double>(Clock::now() - busy).count());
+}
+
+void LoopTurns::add(double s) {
+  size_t b = 0;
+  while (b < std::size(kBounds) && s > kBounds[b]) ++b;
+  ++turns[b];
+  seconds += s;
+  longest = std::max(longest, s);
 }
 
 }  // namespace stackmapd

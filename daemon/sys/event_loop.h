@@ -16,11 +16,24 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <map>
 
 #include "daemon/sys/signals.h"
 
 namespace stackmapd {
+
+// How long the loop's turns held it (their handlers, not the wait): the
+// promise that nothing on the loop waits is checked against this
+// (stackmapd_loop_turn_seconds in /metrics).
+struct LoopTurns {
+  static constexpr double kBounds[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1};
+  static constexpr size_t kBuckets = std::size(kBounds) + 1;  // the last: +Inf
+  uint64_t turns[kBuckets] = {};                              // per bucket, not cumulative
+  double seconds = 0;                                         // all turns' together
+  double longest = 0;                                         // seconds
+  void add(double s);
+};
 
 class EventLoop {
  public:
@@ -59,6 +72,7 @@ class EventLoop {
   void stop() { stopped_ = true; }
   bool stopped() const { return stopped_; }
 
+  const LoopTurns& turns() const { return turns_; }
   size_t watches() const { return watches_.size(); }
   size_t timers() const { return timers_.size(); }
 
@@ -80,6 +94,7 @@ class EventLoop {
   std::map<int, std::function<void(int, bool)>> signal_fns_;
   SignalFd signals_;
   bool stopped_ = false;
+  LoopTurns turns_;
 };
 
 }  // namespace stackmapd
