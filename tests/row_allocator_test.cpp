@@ -158,6 +158,15 @@ TEST(RowAllocator, FreedRunsMergeWithTheRunAfterThem) {
   EXPECT_EQ(r.load(4, table(6)), 3u) << "[3, 6) and [6, 9) as one run";
 }
 
+TEST(RowAllocator, FreedRowsFewerThanNeededStillCompleteARun) {
+  Rows r(8);
+  ASSERT_EQ(r.load(1, table(5)), 0u);
+  r.exited.insert(1);
+  // 5 rows freed, 3 free after them: one run of 8.
+  EXPECT_EQ(r.load(2, table(6)), 0u);
+  EXPECT_EQ(r.alloc.counts().rows_full, 0u);
+}
+
 // The tables an entry being built lists so far are no process's yet: a later
 // table of the same entry that needs room never takes their rows.
 TEST(RowAllocator, TheTablesOfTheEntryBeingBuiltAreKept) {

@@ -50,8 +50,12 @@ std::optional<RowAllocator::Placement> RowAllocator::place(const Table& t, const
   const size_t n = t->rows.size();
   std::optional<uint32_t> first =
       n <= max_rows_ ? take_rows(static_cast<uint32_t>(n)) : std::nullopt;
-  if (!first && n <= max_rows_ && reclaim(loading) >= n)
+  // Tried again whatever reclaim freed: freed rows join the free runs
+  // around them, a run that may hold n where neither did alone.
+  if (!first && n <= max_rows_) {
+    reclaim(loading);
     first = take_rows(static_cast<uint32_t>(n));
+  }
   if (!first) {
     ++counts_.rows_full;
     return std::nullopt;
@@ -73,7 +77,7 @@ void RowAllocator::set_users(uint32_t pid, Tables used) {
   if (!used.empty()) users_.emplace(pid, std::move(used));
 }
 
-uint64_t RowAllocator::reclaim(const Tables& loading) {
+void RowAllocator::reclaim(const Tables& loading) {
   std::vector<uint32_t> gone;
   for (const auto& [pid, tables] : users_)
     if (gone_(pid)) gone.push_back(pid);
@@ -81,7 +85,6 @@ uint64_t RowAllocator::reclaim(const Tables& loading) {
     set_users(pid, {});
     gone_pids_.push_back(pid);
   }
-  uint64_t freed = 0;
   for (auto it = placed_.begin(); it != placed_.end();) {
     if (it->second.users || std::any_of(loading.begin(), loading.end(),
                                         [&](const auto& t) { return t.get() == it->first; })) {
@@ -90,13 +93,11 @@ uint64_t RowAllocator::reclaim(const Tables& loading) {
     }
     const auto n = static_cast<uint32_t>(it->first->rows.size());
     give_back(it->second.first, n);
-    freed += n;
     counts_.rows -= n;
     --counts_.tables;
     ++counts_.tables_freed;
     it = placed_.erase(it);
   }
-  return freed;
 }
 
 }  // namespace stackmapd

@@ -62,8 +62,8 @@ class RowAllocator {
   std::optional<uint32_t> take_rows(uint32_t n);
   void give_back(uint32_t first, uint32_t n);
   // Forgets the processes that exited and gives back the rows no living
-  // process is listed with, but `loading`'s. Returns the rows freed.
-  uint64_t reclaim(const Tables& loading);
+  // process is listed with, but `loading`'s.
+  void reclaim(const Tables& loading);
 
   struct Placed {
     Table table;
