@@ -1,15 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/unwind/unwind_loader.h"
 
-#include <bpf/bpf.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include "daemon/sys/error.h"
@@ -40,96 +36,27 @@ std::shared_ptr<const CfiTable> build_vdso_table() {
 }  // namespace
 
 UnwindLoader::UnwindLoader(int rows_fd, uint32_t max_rows, int procs_fd, CfiBuilder build)
-    : rows_(rows_fd, size_t{max_rows} * sizeof(smt_unwind_row), PROT_READ | PROT_WRITE, 0,
-            "the unwind rows map (BPF_F_MMAPABLE arrays need Linux 5.5)"),
-      max_rows_(max_rows),
-      procs_fd_(procs_fd),
-      tables_(std::move(build)) {
-  counts_.max_rows = max_rows;
-  if (max_rows) free_.emplace(0, max_rows);
-}
+    : maps_(rows_fd, max_rows, procs_fd), rows_(max_rows), tables_(std::move(build)) {}
 
-std::optional<uint32_t> UnwindLoader::take_rows(uint32_t n) {
-  for (auto it = free_.begin(); it != free_.end(); ++it) {
-    const auto [first, len] = *it;
-    if (len < n) continue;
-    free_.erase(it);
-    if (len > n) free_.emplace(first + n, len - n);
-    return first;
-  }
-  return std::nullopt;
+UnwindCounts UnwindLoader::counts() const {
+  UnwindCounts c = counts_;
+  const RowCounts r = rows_.counts();
+  c.tables = r.tables;
+  c.rows = r.rows;
+  c.max_rows = r.max_rows;
+  c.rows_full = r.rows_full;
+  c.tables_freed = r.tables_freed;
+  return c;
 }
 
 std::optional<uint32_t> UnwindLoader::place(const std::shared_ptr<const CfiTable>& t,
                                             const Tables& loading) {
-  if (auto it = placed_.find(t.get()); it != placed_.end()) return it->second.first;
-  const size_t n = t->rows.size();
-  std::optional<uint32_t> first =
-      n <= max_rows_ ? take_rows(static_cast<uint32_t>(n)) : std::nullopt;
-  if (!first && n <= max_rows_ && reclaim(loading) >= n)
-    first = take_rows(static_cast<uint32_t>(n));
-  if (!first) {
-    ++counts_.rows_full;
-    return std::nullopt;
-  }
-  std::memcpy(rows_.as<smt_unwind_row>() + *first, t->rows.data(), n * sizeof(smt_unwind_row));
-  counts_.rows += n;
-  ++counts_.tables;
-  placed_.emplace(t.get(), Placed{*first, 0});
-  return first;
-}
-
-void UnwindLoader::set_users(uint32_t pid, Tables used) {
-  // Counted before the old list is let go: a table in both keeps its place.
-  for (const auto& t : used) ++placed_.at(t.get()).users;
-  auto it = users_.find(pid);
-  if (it != users_.end()) {
-    for (const auto& t : it->second) --placed_.at(t.get()).users;
-    users_.erase(it);
-  }
-  if (!used.empty()) users_.emplace(pid, std::move(used));
-}
-
-uint64_t UnwindLoader::reclaim(const Tables& loading) {
-  std::vector<uint32_t> gone;
-  // A zombie still answers kill(): its rows wait until it is reaped.
-  for (const auto& [pid, tables] : users_)
-    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) gone.push_back(pid);
-  for (const uint32_t pid : gone) {
-    bpf_map_delete_elem(procs_fd_, &pid);  // may be evicted already: either way, gone
-    set_users(pid, {});
-  }
-  // The tables themselves are held by users_ and the cache: a table freed
-  // here keeps its address until placed_ forgets it, below.
-  uint64_t freed = 0;
-  for (auto it = placed_.begin(); it != placed_.end();) {
-    if (it->second.users || std::any_of(loading.begin(), loading.end(),
-                                        [&](const auto& t) { return t.get() == it->first; })) {
-      ++it;
-      continue;
-    }
-    const auto n = static_cast<uint32_t>(it->first->rows.size());
-    auto [run, added] = free_.emplace(it->second.first, n);
-    // Merge with the neighbours: a later big file needs one run.
-    if (auto next = std::next(run);
-        next != free_.end() && run->first + run->second == next->first) {
-      run->second += next->second;
-      free_.erase(next);
-    }
-    if (run != free_.begin()) {
-      auto prev = std::prev(run);
-      if (prev->first + prev->second == run->first) {
-        prev->second += run->second;
-        free_.erase(run);
-      }
-    }
-    freed += n;
-    counts_.rows -= n;
-    --counts_.tables;
-    ++counts_.tables_freed;
-    it = placed_.erase(it);
-  }
-  return freed;
+  const std::optional<RowAllocator::Placement> p = rows_.place(t, loading);
+  // The entries of the processes gone go before their rows are written over.
+  for (const uint32_t pid : rows_.take_gone()) maps_.delete_process(pid);
+  if (!p) return std::nullopt;
+  if (p->fresh) maps_.write_rows(p->first, t->rows);
+  return p->first;
 }
 
 smt_unwind_mapping UnwindLoader::file_mapping(const MappedFile& f, Tables& used) {
@@ -198,8 +125,8 @@ bool UnwindLoader::load(uint32_t pid, uint32_t exec_id, const ProcessMaps& maps)
   }
   p.nr = static_cast<uint32_t>(std::min<size_t>(all.size(), SMT_UNWIND_MAPPINGS_MAX));
   std::copy_n(all.begin(), p.nr, p.mappings);
-  if (bpf_map_update_elem(procs_fd_, &pid, &p, BPF_ANY) != 0) return false;
-  set_users(pid, std::move(used));
+  if (!maps_.write_process(pid, p)) return false;
+  rows_.set_users(pid, std::move(used));
   ++counts_.processes;
   return true;
 }

@@ -7,20 +7,22 @@
 // (JIT code, a file without CFI) is listed without rows: the walker follows
 // frame pointers there. A file's rows stay while any process listed with
 // them lives; when a file does not fit, the rows of files only exited
-// processes used are given back first. One thread uses an instance
-// (UnwindThread's).
+// processes used are given back first. Composed of the rows' bookkeeping
+// (RowAllocator) and the maps' writer (UnwindMaps). One thread uses an
+// instance (UnwindThread's).
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "daemon/symbols/user_maps.h"
-#include "daemon/sys/mapping.h"
 #include "daemon/unwind/cfi_cache.h"
+#include "daemon/unwind/row_allocator.h"
+#include "daemon/unwind/unwind_maps.h"
 #include "stackmapd/abi.h"
 
 namespace stackmapd {
@@ -49,40 +51,23 @@ class UnwindLoader {
   // false when the kernel refused it (counted nowhere else: the walker then
   // gives that process's stacks their leaf only, SMC_USER_NOT_LOADED).
   bool load(uint32_t pid, uint32_t exec_id, const ProcessMaps& maps);
-  UnwindCounts counts() const { return counts_; }
+  UnwindCounts counts() const;
 
  private:
-  using Tables = std::vector<std::shared_ptr<const CfiTable>>;
+  using Tables = RowAllocator::Tables;
   smt_unwind_mapping file_mapping(const MappedFile& f, Tables& used);
   smt_unwind_mapping vdso_mapping(const CodeRange& r, Tables& used);
-  // The rows of `t` in the map, placed the first time; nullopt when full.
-  // `loading`: the tables the entry being built lists so far, kept.
+  // The rows of `t` in the map, placed and written the first time; nullopt
+  // when full. `loading`: the tables the entry being built lists so far, kept.
   std::optional<uint32_t> place(const std::shared_ptr<const CfiTable>& t, const Tables& loading);
-  // A run of n free rows, taken; nullopt when none is that long.
-  std::optional<uint32_t> take_rows(uint32_t n);
-  // Forgets the processes that exited (their entries too) and gives back
-  // the rows no living process is listed with, but `loading`'s (not counted
-  // as used until the entry is written). Returns the rows freed.
-  uint64_t reclaim(const Tables& loading);
-  // Process `pid` is now listed with `used` (none: forgotten).
-  void set_users(uint32_t pid, Tables used);
 
-  struct Placed {
-    uint32_t first;
-    uint32_t users;  // processes listed with these rows
-  };
-
-  Mapping rows_;  // the rows map, mmapped writable
-  uint32_t max_rows_;
-  int procs_fd_;  // owned by the BPF object
+  UnwindMaps maps_;
+  RowAllocator rows_;
   CfiCache tables_;
-  std::map<const CfiTable*, Placed> placed_;  // held alive by users_
-  std::map<uint32_t, Tables> users_;          // by pid: the tables its entry lists
-  std::map<uint32_t, uint32_t> free_;         // runs of free rows: first -> count
-  std::set<std::string> failed_;              // files whose table failed, by key
-  std::shared_ptr<const CfiTable> vdso_;      // this kernel's vdso, built at first need
+  std::set<std::string> failed_;          // files whose table failed, by key
+  std::shared_ptr<const CfiTable> vdso_;  // this kernel's vdso, built at first need
   bool vdso_tried_ = false;
-  UnwindCounts counts_;
+  UnwindCounts counts_;  // processes, no_table, mappings_over: the rest are rows_'
 };
 
 }  // namespace stackmapd
