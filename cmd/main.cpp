@@ -2,8 +2,9 @@
 // stackmapd's command line: a foreground session (--top, --output), the
 // service (`daemon`), its control client (`ctl`, and --top when a daemon
 // runs), `decode` for FSMB files, and `unpin` for uninstalling. Thin: the
-// session's options are declared once in daemon/run/options.h (shared with
-// the daemon and its config file); the work is in the library.
+// session's options are declared once, with their traits, in
+// daemon/run/trace_options.h (and options.h, shared with the daemon and its
+// config file); the work is in the library.
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -23,8 +24,8 @@
 #include "daemon/run/config.h"
 #include "daemon/run/control.h"
 #include "daemon/run/foreground.h"
-#include "daemon/run/options.h"
 #include "daemon/run/service.h"
+#include "daemon/run/trace_options.h"
 #include "daemon/run/tracefs_trace.h"
 #include "daemon/run/tracer.h"
 #include "daemon/symbols/kernel_probe.h"
@@ -40,29 +41,13 @@ namespace {
 
 using namespace stackmapd;
 
-// Bounds that catch a typo: --top -1 would wrap to 2^64 - 1, --duration 1e400 is inf.
-constexpr size_t kMaxTop = size_t{1} << 21;  // past any table (2^20 stacks)
+// Catches a typo: --duration 1e400 is inf.
 constexpr double kMaxDurationS = 365.0 * 24 * 3600;
-
-// The session's options (options.h) and what the foreground does with it.
-struct TraceArgs : SessionOptions {
-  std::string trace;
-  std::string folded;
-  std::string svg;
-  std::string pprof;
-  std::string otlp;
-  std::string perfetto;
-  std::optional<double> duration;
-  std::string output;
-  std::optional<size_t> top;
-  std::string socket = std::string(kDefaultRuntimeDir) + "/" + kControlSocket;
-  std::string backend = "auto";
-  std::optional<std::vector<std::string>> command;  // -- CMD ARGS...
-};
 
 // The BPF path, or the kernel's own stack map in tracefs (the companion
 // patch series) where BPF cannot be used: same exports either way.
-Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt, Recording* recording) {
+Snapshot run_backend(const TraceArgs& args, const OptionTable& options, const TraceOptions& opt,
+                     Recording* recording) {
   bool tracefs = args.backend == "tracefs";
   if (!args.pinned.empty()) {
     if (tracefs) throw Error("--pinned uses BPF programs: drop --backend tracefs");
@@ -79,19 +64,16 @@ Snapshot run_backend(const TraceArgs& args, const TraceOptions& opt, Recording* 
     }
   }
   if (!tracefs) return trace(opt, recording);
-  if (!args.functions.empty() || args.profile_hz || !args.trace.empty() || !args.perfetto.empty() ||
-      args.verify || !args.by.empty() || !args.sum.empty() || args.hist || args.offcpu ||
-      !args.pids.empty() || !args.comms.empty() || !args.cgroups.empty() || args.cpu)
-    throw Error(
-        "-f, --profile, --trace, --perfetto, --verify, --by, --sum, --hist, --offcpu, --pid, "
-        "--comm, "
-        "--cgroup and --cpu need the BPF backend: drop them for --backend tracefs");
   if (!args.uprobes.empty())
     throw Error("-u needs the BPF backend (uprobes): drop --backend tracefs");
   if (args.command)
     throw Error(
         "-- CMD needs the BPF backend, which follows the command's processes as they fork: drop "
         "--backend tracefs");
+  if (const auto bpf = bpf_options_given(options); !bpf.empty())
+    throw Error(name_list(bpf) + (bpf.size() == 1 ? " needs" : " need") +
+                " the BPF backend: drop " + (bpf.size() == 1 ? "it" : "them") +
+                " for --backend tracefs");
   if (args.bits != SMT_DEFAULT_BITS)
     spdlog::warn(
         "--bits does not apply to the tracefs backend: the kernel's table size is set "
@@ -149,15 +131,10 @@ void check_command(const TraceArgs& args) {
   find_command(args.command->front());
 }
 
-int run_trace(const TraceArgs& args) {
+int run_trace(const TraceArgs& args, const OptionTable& options) {
   check_command(args);
   // `--top N` alone asks the running daemon, like `stackmapd ctl top N`.
-  if (args.top && !args.command && args.events.empty() && args.functions.empty() &&
-      !args.profile_hz && args.by.empty() && args.sum.empty() && !args.hist && !args.offcpu &&
-      args.output.empty() && !args.duration && args.trace.empty() && args.perfetto.empty() &&
-      args.pprof.empty() && args.otlp.empty() && args.folded.empty() && args.svg.empty() &&
-      args.pids.empty() && args.comms.empty() && args.cgroups.empty() && !args.cpu &&
-      args.filter.empty() && args.uprobes.empty()) {
+  if (args.top && !args.command && daemon_can_answer(options)) {
     if (auto reply = control_request(args.socket, "top " + std::to_string(*args.top))) {
       std::cout << *reply;
       return 0;
@@ -190,7 +167,7 @@ int run_trace(const TraceArgs& args) {
   // The BPF backend narrows this to the time it recorded (loading and
   // symbolizing are no part of pprof's duration); tracefs keeps the whole run.
   Recording recording{std::chrono::system_clock::now(), {}};
-  Snapshot snap = run_backend(args, opt, &recording);
+  Snapshot snap = run_backend(args, options, opt, &recording);
   // A command that could not run leaves no outputs behind (CommandNotRun).
   const int status = command ? command->exit_status() : 0;
   if (recording.end == std::chrono::system_clock::time_point{})
@@ -264,40 +241,16 @@ int main(int argc, char** argv) {
     return std::string("stackmapd: ") + e.what() + " (see stackmapd --help)\n";
   });
   app.require_subcommand(0, 1);
-  app.add_flag("-v,--verbose", verbose, "Log libbpf and the verifier");
+  OptionTable trace_options(app);
+  trace_options.add(kRequest, app.add_flag("-v,--verbose", verbose, "Log libbpf and the verifier"));
   app.footer(
       "stackmapd [OPTIONS] -- CMD ARGS...: run CMD once the programs are attached and trace only "
       "it and its descendants (followed by fork, not by name) until it exits; SIGINT and SIGTERM "
       "go to it, and stackmapd exits with its status (128+N for signal N).");
 
   TraceArgs trace_args;
-  add_session_options(app, trace_args, Command::foreground);
-  app.add_option(
-      "--trace", trace_args.trace,
-      "Write every event as an ftrace-style line with its <stack_id N> to FILE ('-': stdout)");
-  app.add_option("--perfetto", trace_args.perfetto,
-                 "Write every event with its stack as a Perfetto trace to FILE (ui.perfetto.dev)");
-  app.add_option(
-      "--folded", trace_args.folded,
-      "At the end, write the stacks in the collapsed flame-graph format to FILE ('-': stdout)");
-  app.add_option("--svg", trace_args.svg, "At the end, write an SVG flame graph to FILE");
-  app.add_option("--pprof", trace_args.pprof,
-                 "At the end, write a gzipped pprof profile to FILE (go tool pprof, Pyroscope)");
-  app.add_option("--otlp", trace_args.otlp,
-                 "At the end, write an OpenTelemetry profile (OTLP protobuf) to FILE");
-  app.add_option("--duration", trace_args.duration,
-                 "Seconds to trace (default: 5 with --top, else until SIGINT/SIGTERM)");
-  app.add_option("--output", trace_args.output,
-                 "Write stack_map, stack_map_stat, stack_map_bin and stack_map.json here");
-  app.add_option("--top", trace_args.top,
-                 "Print the N most frequent stacks (from the running daemon if there is one)")
-      ->check(CLI::Range(size_t{1}, kMaxTop));
-  app.add_option("--backend", trace_args.backend,
-                 "bpf, tracefs (the kernel's options/stackmap, for kernels without BPF), or auto")
-      ->check(CLI::IsMember({"auto", "bpf", "tracefs"}))
-      ->capture_default_str();
-  app.add_option("--socket", trace_args.socket, "The daemon's control socket")
-      ->capture_default_str();
+  add_trace_options(trace_options, trace_args);
+  trace_options.check_complete();  // a logic_error here is a bug: every option says what it does
 
   DecodeOptions decode_args;
   CLI::App* decode =
@@ -390,7 +343,7 @@ int main(int argc, char** argv) {
       run_service(daemon->remaining());
       return 0;
     }
-    return run_trace(trace_args);
+    return run_trace(trace_args, trace_options);
   } catch (const CommandNotRun& e) {  // the shell's status: 127 not found, 126 not runnable
     spdlog::error("{}", e.what());
     return e.status();

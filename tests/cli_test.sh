@@ -275,8 +275,10 @@ kill $threaded
 expect_error "--pid 'x12' is not a process id: give numbers" "$BIN" --pid 1,x12 --duration 1
 expect_error "--pid '' names no process" "$BIN" --pid "" --duration 1
 expect_error "--pid: 65 processes, at most 64 at once" "$BIN" --pid "$(seq 1 65 | paste -sd,)" --duration 1
-expect_error "--cgroup and --cpu need the BPF backend" "$BIN" --backend tracefs --pid $$ --duration 1
-expect_error "--cgroup and --cpu need the BPF backend" "$BIN" --backend tracefs --comm bash --duration 1
+expect_error "--pid needs the BPF backend" "$BIN" --backend tracefs --pid $$ --duration 1
+expect_error "--comm needs the BPF backend" "$BIN" --backend tracefs --comm bash --duration 1
+expect_error "--pid and --user-stacks need the BPF backend: drop them for --backend tracefs" \
+  "$BIN" --backend tracefs --user-stacks --pid $$ --duration 1
 "$BIN" --cpu 1 -e sched:sched_switch --trace "$tmp/cpu.txt" --duration 1 2> /dev/null > /dev/null
 check "--cpu 1: events recorded" '[ -s "$tmp/cpu.txt" ]'
 check "--cpu 1: only CPU 1" '[ "$(grep -cv " \[001\] " "$tmp/cpu.txt")" -eq 0 ]'

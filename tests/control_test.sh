@@ -105,6 +105,16 @@ check "the daemon serves its control socket" '[ -S "$sock" ]'
 ( for _ in $(seq 3000); do cat /proc/self/stat > /dev/null; ls /proc > /dev/null; done ) &
 clients+=($!)
 
+# --- `--top N` alone is the daemon's to answer, not with an option that shapes a recording
+"$BIN" --socket "$sock" --top 3 > "$tmp/asked.out" 2> "$tmp/asked.err"
+rc=$?
+check "--top 3 alone prints the daemon's answer (exit $rc; $(head -1 "$tmp/asked.out"))" \
+  '[ $rc -eq 0 ] && grep -q "top 3:" "$tmp/asked.out" && ! grep -q "tracing " "$tmp/asked.err"'
+timeout 60 "$BIN" --socket "$sock" --top 3 --user-stacks > "$tmp/own.out" 2> "$tmp/own.err"
+rc=$?
+check "--top 3 --user-stacks runs a session of its own (exit $rc; $(grep -m1 "tracing " "$tmp/own.err"))" \
+  '[ $rc -eq 0 ] && grep -q "top 3:" "$tmp/own.out" && grep -q "tracing .* for 5 s" "$tmp/own.err"'
+
 # --- a slow client (one byte every 0.9 s) -----------------------------------
 client slow "$tmp/slow.out"
 wait_started "$tmp/slow.out"

@@ -18,7 +18,9 @@ namespace stackmapd {
 namespace {
 
 void add_daemon_options(CLI::App& app, DaemonConfig& c) {
-  add_session_options(app, c, Command::daemon);
+  // Their traits serve the foreground; a reload compares the configs it derives (TableConfig's ==).
+  OptionTable traits(app);
+  add_session_options(traits, c, Command::daemon);
   app.add_option("--snapshot-interval", c.snapshot_interval, "Seconds between export refreshes")
       ->capture_default_str();
   app.add_option("--export-dir", c.export_dir, "Live exports, control socket and lock")

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <utility>
 
 #include "daemon/run/process_filters.h"
 #include "daemon/sys/error.h"
@@ -12,96 +13,102 @@
 
 namespace stackmapd {
 
-void add_session_options(CLI::App& app, SessionOptions& o, Command command) {
+void add_session_options(OptionTable& t, SessionOptions& o, Command command) {
+  CLI::App& app = t.app();
   const bool fg = command == Command::foreground;
+  auto option = [&](OptionTraits traits, auto&&... args) {
+    return t.add(traits, app.add_option(std::forward<decltype(args)>(args)...));
+  };
+  auto flag = [&](OptionTraits traits, auto&&... args) {
+    return t.add(traits, app.add_flag(std::forward<decltype(args)>(args)...));
+  };
   // The daemon's help shows every default, as its config file sample does.
   auto shown = [&](CLI::Option* opt, bool always = false) {
     if (always || !fg) opt->capture_default_str();
     return opt;
   };
-  shown(app.add_option("-e,--event", o.events,
-                       fg ? "Tracepoint CATEGORY:NAME to record stacks on (repeatable, globs like "
-                            "'kmem:*'; default kmem:kmem_cache_alloc)"
-                          : "Tracepoints CATEGORY:NAME (repeatable, globs like 'kmem:*')"));
+  shown(option(kShapes, "-e,--event", o.events,
+               fg ? "Tracepoint CATEGORY:NAME to record stacks on (repeatable, globs like "
+                    "'kmem:*'; default kmem:kmem_cache_alloc)"
+                  : "Tracepoints CATEGORY:NAME (repeatable, globs like 'kmem:*')"));
   if (fg) {
-    app.add_option("-f,--function", o.functions,
-                   "Kernel function to record stacks on, through fentry, or kprobes where the "
-                   "kernel or the function has no fentry (repeatable, globs like 'vfs_*')");
-    app.add_option("--probe-mechanism", o.probe_mechanism,
-                   "How -f attaches: auto (fentry where it can, kprobes elsewhere), fentry or "
-                   "kprobe");
-    app.add_option("-u,--uprobe", o.uprobes,
-                   "User-space probe BINARY:SYMBOL[+OFF] (a function's entry; globs like "
-                   "'ngx_http_*') or BINARY:usdt:PROVIDER:NAME (a USDT probe), repeatable; "
-                   "BINARY a path, a program in PATH, or with --pid a library's soname; "
-                   "records user stacks (--user-stacks)");
-    app.add_option("--profile", o.profile_hz,
-                   "Sample kernel stacks on every online CPU at HZ (like perf record -g -F HZ)")
+    option(kShapesBpf, "-f,--function", o.functions,
+           "Kernel function to record stacks on, through fentry, or kprobes where the "
+           "kernel or the function has no fentry (repeatable, globs like 'vfs_*')");
+    option(kShapesBpf, "--probe-mechanism", o.probe_mechanism,
+           "How -f attaches: auto (fentry where it can, kprobes elsewhere), fentry or "
+           "kprobe");
+    option(kShapesBpf, "-u,--uprobe", o.uprobes,
+           "User-space probe BINARY:SYMBOL[+OFF] (a function's entry; globs like "
+           "'ngx_http_*') or BINARY:usdt:PROVIDER:NAME (a USDT probe), repeatable; "
+           "BINARY a path, a program in PATH, or with --pid a library's soname; "
+           "records user stacks (--user-stacks)");
+    option(kShapesBpf, "--profile", o.profile_hz,
+           "Sample kernel stacks on every online CPU at HZ (like perf record -g -F HZ)")
         ->check(CLI::Range(1u, 100000u));
-    app.add_option("--pid", o.pids,
-                   "Only events of these processes (all their threads): repeatable, or a list "
-                   "by commas or spaces, as $(pidof NAME) gives it; at most " +
-                       std::to_string(SMT_MAX_PIDS));
-    app.add_option("--comm", o.comms,
-                   "Only events of tasks of these names (as ps -o comm shows them, 15 bytes at "
-                   "most): repeatable, or a comma list; at most " +
-                       std::to_string(SMT_MAX_COMMS));
-    app.add_option("--cgroup", o.cgroups,
-                   "Only events of tasks in this cgroup v2 or below it, as /proc/PID/cgroup "
-                   "names it (/system.slice/nginx.service): repeatable; at most " +
-                       std::to_string(SMT_MAX_CGROUPS) +
-                       ". Filters of different kinds "
-                       "(--pid, --comm, --cgroup, --cpu) must all match");
-    app.add_option("--cpu", o.cpu, "Only events on this CPU");
+    option(kShapesBpf, "--pid", o.pids,
+           "Only events of these processes (all their threads): repeatable, or a list "
+           "by commas or spaces, as $(pidof NAME) gives it; at most " +
+               std::to_string(SMT_MAX_PIDS));
+    option(kShapesBpf, "--comm", o.comms,
+           "Only events of tasks of these names (as ps -o comm shows them, 15 bytes at "
+           "most): repeatable, or a comma list; at most " +
+               std::to_string(SMT_MAX_COMMS));
+    option(kShapesBpf, "--cgroup", o.cgroups,
+           "Only events of tasks in this cgroup v2 or below it, as /proc/PID/cgroup "
+           "names it (/system.slice/nginx.service): repeatable; at most " +
+               std::to_string(SMT_MAX_CGROUPS) +
+               ". Filters of different kinds "
+               "(--pid, --comm, --cgroup, --cpu) must all match");
+    option(kShapesBpf, "--cpu", o.cpu, "Only events on this CPU");
   }
-  shown(app.add_option("--bits", o.bits, "Table size: 2^bits unique stacks, 10..20"), true);
-  shown(app.add_option("--ringbuf-kb", o.ringbuf_kb,
-                       fg ? "Ring buffer size in KiB, a power of two (--trace: ~12 B and the "
-                            "event's fields per event; "
-                            "counts need a record per batch entry that makes room)"
-                          : "Ring buffer size in KiB, a power of two"),
+  shown(option(kShapes, "--bits", o.bits, "Table size: 2^bits unique stacks, 10..20"), true);
+  shown(option(kShapesBpf, "--ringbuf-kb", o.ringbuf_kb,
+               fg ? "Ring buffer size in KiB, a power of two (--trace: ~12 B and the "
+                    "event's fields per event; "
+                    "counts need a record per batch entry that makes room)"
+                  : "Ring buffer size in KiB, a power of two"),
         true);
-  shown(app.add_option("--verify", o.verify,
-                       fg ? "Also send the captured frames of 1 in N events and check them against "
-                            "the stored stack (verify_ok/verify_mismatch in stack_map_stat)"
-                          : "Check 1 in N events' frames against the table (0: off)"));
-  shown(app.add_option("--by", o.by,
-                       "Keep counts per stack and KEYS, a comma list of pid, tid, comm, cgroup, "
-                       "unit (systemd), source, cpu (stack_map.json \"by\", --top, --folded)"));
-  shown(app.add_option("--sum", o.sum,
-                       "Weigh each event by this numeric field of its tracepoint (e.g. "
-                       "bytes_alloc), or with -u by its argument arg0..arg5; stacks are then "
-                       "ranked by the sum"));
-  shown(app.add_option("--hist", o.hist,
-                       "A log2 histogram per stack (and --by key) of this numeric field of its "
-                       "tracepoint (with -u: argument arg0..arg5), weighed by it as --sum; with "
-                       "--offcpu and no FIELD, of the time blocked")
+  shown(option(kShapesBpf, "--verify", o.verify,
+               fg ? "Also send the captured frames of 1 in N events and check them against "
+                    "the stored stack (verify_ok/verify_mismatch in stack_map_stat)"
+                  : "Check 1 in N events' frames against the table (0: off)"));
+  shown(option(kShapesBpf, "--by", o.by,
+               "Keep counts per stack and KEYS, a comma list of pid, tid, comm, cgroup, "
+               "unit (systemd), source, cpu (stack_map.json \"by\", --top, --folded)"));
+  shown(option(kShapesBpf, "--sum", o.sum,
+               "Weigh each event by this numeric field of its tracepoint (e.g. "
+               "bytes_alloc), or with -u by its argument arg0..arg5; stacks are then "
+               "ranked by the sum"));
+  shown(option(kShapesBpf, "--hist", o.hist,
+               "A log2 histogram per stack (and --by key) of this numeric field of its "
+               "tracepoint (with -u: argument arg0..arg5), weighed by it as --sum; with "
+               "--offcpu and no FIELD, of the time blocked")
             ->expected(0, 1));
-  shown(app.add_option("--filter", o.filter,
-                       "Only events whose tracepoint record passes this ftrace event filter "
-                       "(events.rst: 'bytes_alloc >= 4096 && gfp_flags & 0x400', "
-                       "'prev_comm ~ \"kworker*\"'), checked before the stack is taken"));
-  shown(app.add_flag("--offcpu", o.offcpu,
-                     "Record the kernel stack where threads block (sched_switch), weighted by "
-                     "the time until they run again, like offcputime"));
-  shown(app.add_flag("--user-stacks", o.user_stacks,
-                     "Record each event's user stack too, walked with unwind tables built from "
-                     "each binary's .eh_frame (x86_64), symbolized per process"));
-  app.add_option("--user-unwind", o.user_unwind,
-                 "With --user-stacks: 'tables' (.eh_frame, the default on x86_64) or 'fp' "
-                 "(frame pointers only, as perf -g)");
-  app.add_option("--min-block-us", o.min_block_us,
-                 "With --offcpu: leave out blocks shorter than this (default 1)");
-  shown(app.add_option("--max-keys", o.max_keys,
-                       "Cap on distinct (stack, key) pairs; past it counts go to the stack's "
-                       "\"other\" entry (key_overflow in stack_map_stat)"),
+  shown(option(kShapes, "--filter", o.filter,
+               "Only events whose tracepoint record passes this ftrace event filter "
+               "(events.rst: 'bytes_alloc >= 4096 && gfp_flags & 0x400', "
+               "'prev_comm ~ \"kworker*\"'), checked before the stack is taken"));
+  shown(flag(kShapesBpf, "--offcpu", o.offcpu,
+             "Record the kernel stack where threads block (sched_switch), weighted by "
+             "the time until they run again, like offcputime"));
+  shown(flag(kShapesBpf, "--user-stacks", o.user_stacks,
+             "Record each event's user stack too, walked with unwind tables built from "
+             "each binary's .eh_frame (x86_64), symbolized per process"));
+  option(kShapesBpf, "--user-unwind", o.user_unwind,
+         "With --user-stacks: 'tables' (.eh_frame, the default on x86_64) or 'fp' "
+         "(frame pointers only, as perf -g)");
+  option(kShapesBpf, "--min-block-us", o.min_block_us,
+         "With --offcpu: leave out blocks shorter than this (default 1)");
+  shown(option(kShapesBpf, "--max-keys", o.max_keys,
+               "Cap on distinct (stack, key) pairs; past it counts go to the stack's "
+               "\"other\" entry (key_overflow in stack_map_stat)"),
         true);
-  app.add_option(
-      "--pinned", o.pinned,
-      fg ? "Use the programs and maps another loader (Android's bpfloader) pinned in DIR "
-           "from stackmapd.o (share/stackmapd/bpfloader/) instead of loading our own"
-         : "Use the programs and maps another loader (Android's bpfloader) pinned in DIR "
-           "from stackmapd.o, instead of loading our own; pin-dir then does not apply");
+  option(kShapesBpf, "--pinned", o.pinned,
+         fg ? "Use the programs and maps another loader (Android's bpfloader) pinned in DIR "
+              "from stackmapd.o (share/stackmapd/bpfloader/) instead of loading our own"
+            : "Use the programs and maps another loader (Android's bpfloader) pinned in DIR "
+              "from stackmapd.o, instead of loading our own; pin-dir then does not apply");
 }
 
 namespace {

@@ -12,10 +12,7 @@
 #include <vector>
 
 #include "daemon/bpf/bpf_session.h"
-
-namespace CLI {
-class App;
-}
+#include "daemon/run/option_table.h"
 
 namespace stackmapd {
 
@@ -52,8 +49,9 @@ struct SessionOptions {
 enum class Command { foreground, daemon };
 
 // Adds -e, --bits, --ringbuf-kb, --verify, --pinned, --by, --sum, --hist, --filter, --offcpu,
-// --min-block-us, --max-keys, and for the foreground -f, --probe-mechanism, -u, --profile,
-// --pid, --comm, --cgroup, --cpu, bound to `options`; their defaults are what `options` holds now.
-void add_session_options(CLI::App& app, SessionOptions& options, Command command);
+// --user-stacks, --user-unwind, --min-block-us, --max-keys, and for the foreground -f,
+// --probe-mechanism, -u, --profile, --pid, --comm, --cgroup, --cpu, each with its traits, to
+// table.app(), bound to `options`; their defaults are what `options` holds now.
+void add_session_options(OptionTable& table, SessionOptions& options, Command command);
 
 }  // namespace stackmapd
