@@ -2,12 +2,12 @@
 #include "daemon/export/otlp_request.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 
 #include "daemon/export/otlp_protos.h"
 #include "daemon/export/utf8_text.h"
 #include "daemon/export/weight_unit.h"
+#include "daemon/model/hex_text.h"
 
 namespace stackmapd {
 
@@ -34,12 +34,6 @@ inline const char* attribute_key(KeyField f) {
 }
 inline constexpr const char* kOtherKey = "stackmapd.other";  // events past the cap on keys
 inline constexpr const char* kBuildIdKey = "process.executable.build_id.gnu";
-
-inline std::string hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 // The weight's sample type: off-CPU time, or a --sum field, in bytes where its
 // name says so (weight_unit.h's rule, as pprof's sample type reads it).
