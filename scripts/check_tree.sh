@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The tree's own rules, for CI (ctest `tree`): only the project's files at the
 # root (run outputs and scratch files go under /tmp), no source file of the
-# daemon past ~400 lines, and no comment pointing at an issue number (code
-# says why itself; the issue tracker is not part of the tree).
+# daemon past ~400 lines, no implementation header (a long header that one
+# .cpp alone includes), and no comment pointing at an issue number (code says
+# why itself; the issue tracker is not part of the tree).
 # Usage: scripts/check_tree.sh [SOURCE_DIR]; prints each breach, exit 1 if any.
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 
 root_allowed=" .ci .clang-format .gitignore BENCHMARKS.md CMakeLists.txt README.md bench bpf cmake cmd daemon docs include packaging scripts tests "
 max_lines=420
+impl_header_lines=150
 
 # What the project holds: tracked files in a clone, else every file but builds.
 if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
@@ -33,6 +35,21 @@ while read -r f; do
     fail=1
   fi
 done < <(files | grep -E '^(daemon|cmd|bpf|include)/.*\.(c|h|cpp)$')
+
+# A header's includers: "FILE:LINE" of each #include naming it from the root,
+# from include/, or beside FILE.
+includes=$(files | grep -E '\.(c|h|cpp)$' | xargs grep -HnE '^\s*#\s*include\s+"' 2> /dev/null || true)
+while read -r h; do
+  n=$(wc -l < "$h")
+  [ "$n" -gt "$impl_header_lines" ] || continue
+  users=$(awk -F: -v h="$h" '{ split($0, q, "\""); d = $1; sub(/[^\/]*$/, "", d)
+    if (q[2] == h || "include/" q[2] == h || d q[2] == h) print $1 ":" $2 }' <<< "$includes")
+  if [ -n "$users" ] && [ "$(wc -l <<< "$users")" -eq 1 ] && [[ $users == *.cpp:* ]]; then
+    echo "tree: $h:1: $n lines that only $users includes: an implementation header;" \
+      "move its code into a .cpp, leaving in a header only what ${users%%:*} uses"
+    fail=1
+  fi
+done < <(files | grep -E '^(daemon|cmd|bpf|include)/.*\.h$')
 
 while read -r hit; do
   echo "tree: $hit: a comment names an issue number; say what the code does and why instead"

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "daemon/sys/error.h"
+#include "daemon/sys/file_io.h"
 
 namespace stackmapd {
 
@@ -27,14 +28,6 @@ constexpr size_t kMaxFunctions = 512;
 bool is_glob(const std::string& p) { return p.find_first_of("*?[") != std::string::npos; }
 
 bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read " + path + ": is tracefs mounted and are you root?");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The functions fentry can attach to: those the kernel's BTF describes.
 std::set<std::string> btf_functions() {
@@ -213,7 +206,10 @@ std::vector<int> parse_cpu_list(const std::string& list) {
 }
 
 std::vector<int> online_cpus() {
-  return parse_cpu_list(read_file("/sys/devices/system/cpu/online"));
+  const char* path = "/sys/devices/system/cpu/online";
+  const std::optional<std::string> text = read_file(path);
+  if (!text) throw Error(std::string("cannot read ") + path + ": is sysfs mounted?");
+  return parse_cpu_list(*text);
 }
 
 }  // namespace stackmapd

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -16,6 +18,7 @@
 #include "daemon/export/user_binaries.h"
 #include "daemon/model/fsmb.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/file_io.h"
 
 namespace stackmapd {
 
@@ -28,6 +31,12 @@ bool is_json_export(const std::string& path) {
 }
 
 namespace {
+
+JsonExport read_json_file(const std::string& path) {
+  const std::optional<std::string> text = read_file(path);
+  if (!text) throw Error("cannot read " + path + ": " + std::strerror(errno));
+  return read_json_export(*text, path);
+}
 
 // One side of --diff, loaded whole before anything is written.
 struct DiffInput {
@@ -50,10 +59,7 @@ DiffInput read_diff_input(const std::string& path, const OfflineSymbols& symbols
                   "or one of its files");
   }
   if (is_json_export(in.file)) {
-    std::ifstream file(in.file);
-    std::stringstream text;
-    text << file.rdbuf();
-    JsonExport doc = read_json_export(text.str(), in.file);
+    JsonExport doc = read_json_file(in.file);
     in.snap = std::move(doc.snap);
     in.functions = std::move(doc.functions);
     return in;
@@ -122,10 +128,7 @@ void decode(const DecodeOptions& o, std::ostream& out) {
   plan.check_writable();
   const std::string title = std::filesystem::path(o.file).filename().string();
   if (is_json_export(o.file)) {
-    std::ifstream in(o.file);
-    std::stringstream text;
-    text << in.rdbuf();
-    JsonExport doc = read_json_export(text.str(), o.file);
+    JsonExport doc = read_json_file(o.file);
     const bool user_stacks = doc.snap.user.enabled;
     if (!o.user_symbols_from.empty() && !user_stacks)
       throw Error("--user-symbols-from: " + o.file +

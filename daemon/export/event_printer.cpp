@@ -8,13 +8,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "daemon/export/print_fmt.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/file_io.h"
 
 namespace stackmapd {
 
@@ -70,14 +69,6 @@ void register_pointer_functions(tep_handle* tep) {
   for (const auto& [name, handler] : functions)
     tep_register_print_function(tep, handler, TEP_FUNC_ARG_STRING, const_cast<char*>(name),
                                 TEP_FUNC_ARG_LONG, TEP_FUNC_ARG_VOID);
-}
-
-std::optional<std::string> read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 }  // namespace

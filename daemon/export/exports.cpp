@@ -17,6 +17,7 @@
 #include "daemon/export/user_binaries.h"
 #include "daemon/export/utf8_text.h"
 #include "daemon/model/fsmb.h"
+#include "daemon/model/hex_text.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/staged_files.h"
@@ -27,12 +28,6 @@ namespace stackmapd {
 namespace {
 
 using nlohmann::json;
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 void stat_line(std::string& out, const char* name, const std::string& value) {
   char buf[64];

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 // The export stage, last in the data flow: a Snapshot (daemon/model/snapshot.h,
 // from the BPF session or the tracefs backend) and, when there are symbols,
-// a Kallsyms (daemon/symbols/) become the exports of DESIGN.md: stack_map
-// (text), stack_map_stat, stack_map_bin (FSMB v2, fsmb.h) and stack_map.json,
-// flame graphs (flamegraph.h); the --top view and the per-key breakdown are
-// in breakdown.h; which of them a run writes, output_plan.h. decode.h reads
-// them back. Files are replaced atomically (daemon/sys/file_io.h).
+// a Kallsyms (daemon/symbols/) become the exports (docs/usage.md, `--output
+// DIR`): stack_map (text), stack_map_stat, stack_map_bin (FSMB v2,
+// daemon/model/fsmb.h) and stack_map.json, flame graphs (flamegraph.h); the
+// --top view and the per-key breakdown are in breakdown.h; which of them a run
+// writes, output_plan.h. decode.h reads them back. Files are replaced
+// atomically (daemon/sys/file_io.h).
 #pragma once
 
 #include <sys/types.h>

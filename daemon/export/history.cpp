@@ -4,25 +4,17 @@
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "daemon/export/exports.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/file_io.h"
 
 namespace stackmapd {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // UTC and zero-padded, so that names sort in time order.
 std::string stamp() {
@@ -46,7 +38,8 @@ void keep_history(const std::string& export_dir, uint64_t max_bytes, gid_t group
   for (const char* file : {"stack_map_bin", "stack_map.kernel"}) {
     const fs::path src = fs::path(export_dir) / file;
     if (fs::exists(src, ec))
-      write_file_atomic((dir / (name + "." + file)).string(), read_all(src), 0640, group);
+      write_file_atomic((dir / (name + "." + file)).string(), read_file(src.string()).value_or(""),
+                        0640, group);
   }
 
   struct Entry {

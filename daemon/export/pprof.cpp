@@ -2,7 +2,6 @@
 #include "daemon/export/pprof.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <unordered_map>
 
@@ -11,6 +10,7 @@
 #include "daemon/export/proto_wire.h"
 #include "daemon/export/utf8_text.h"
 #include "daemon/export/weight_unit.h"
+#include "daemon/model/hex_text.h"
 #include "stackmapd/hist.h"
 
 namespace stackmapd {
@@ -66,12 +66,6 @@ std::pair<std::string, uint64_t> split_srcline(const std::string& srcline) {
     line = line * 10 + static_cast<uint64_t>(srcline[i] - '0');
   }
   return {srcline.substr(0, colon), line};
-}
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 // Interned strings: index 0 is "", as pprof requires. Every name and path of

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "daemon/export/utf8_text.h"
+#include "daemon/sys/file_io.h"
 
 namespace stackmapd::http {
 
@@ -214,8 +215,7 @@ ProcessStats read_process_stats() {
   uint64_t size_pages = 0, resident_pages = 0;
   if (statm >> size_pages >> resident_pages)
     ps.resident_bytes = resident_pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  std::ifstream stat_file("/proc/self/stat");
-  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  const std::string stat = read_file("/proc/self/stat").value_or("");
   // The fields after the command name, which may hold spaces and ')'.
   size_t close = stat.rfind(')');
   if (close != std::string::npos) {

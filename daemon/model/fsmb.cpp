@@ -6,9 +6,10 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <memory>
+#include <optional>
 
 #include "daemon/sys/error.h"
+#include "daemon/sys/file_io.h"
 
 namespace stackmapd {
 namespace {
@@ -78,10 +79,6 @@ std::string record_position(uint32_t index, uint32_t nr_stacks, size_t offset) {
 }
 
 std::string records(size_t n) { return std::to_string(n) + (n == 1 ? " record" : " records"); }
-
-struct FileCloser {
-  void operator()(std::FILE* file) const { std::fclose(file); }
-};
 
 }  // namespace
 
@@ -215,21 +212,18 @@ FsmbFile fsmb_decode(std::string_view bytes, const std::string& name) {
 }
 
 FsmbFile fsmb_read_file(const std::string& path) {
-  const std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (!file) {
+  bool opened = false;
+  const std::optional<std::string> bytes = read_file(path, &opened);
+  if (!opened) {
     throw Error(path + ": cannot open FSMB file: " + std::strerror(errno) +
                 "; check the path and that you may read it (exports with raw addresses are "
                 "root-only)");
   }
-  std::string bytes;
-  char buffer[65536];
-  size_t got = 0;
-  while ((got = std::fread(buffer, 1, sizeof(buffer), file.get())) > 0) bytes.append(buffer, got);
-  if (std::ferror(file.get())) {
+  if (!bytes) {
     throw Error(path + ": cannot read FSMB file: " + std::strerror(errno) +
                 "; check that the path is a regular file and copy it again");
   }
-  return fsmb_decode(bytes, path);
+  return fsmb_decode(*bytes, path);
 }
 
 }  // namespace stackmapd

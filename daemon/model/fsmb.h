@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-// FSMB, the binary `stack_map_bin` export (DESIGN.md, "FSMB binary export"). The layout is a
-// contract with the RFC's kernel path and its tools/tracing/stackmap_dump.py, so it is written and
-// read byte by byte, never through a struct.
+// FSMB, the binary `stack_map_bin` export (docs/usage.md, `--output DIR` and `decode`): a header
+// of four little-endian u32 (magic, version, nr_stacks, 0), then per stack four u32 (stack_id,
+// nr, ref_count, 0) and its nr u64 ips. The layout is a contract with the RFC's kernel path and
+// its tools/tracing/stackmap_dump.py, so it is written and read byte by byte, never through a
+// struct.
 #pragma once
 
 #include <cstdint>

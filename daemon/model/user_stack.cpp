@@ -1,17 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/model/user_stack.h"
 
-#include <cstdio>
+#include "daemon/model/hex_text.h"
 
 namespace stackmapd {
 
 namespace {
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 std::string base_name(const std::string& path) {
   const size_t slash = path.rfind('/');

@@ -14,6 +14,7 @@
 #include "daemon/http/page.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/host_name.h"
+#include "daemon/sys/wall_clock.h"
 
 namespace stackmapd {
 
@@ -24,12 +25,6 @@ http::Response ok(std::string content_type, std::string body) {
   r.content_type = std::move(content_type);
   r.body = std::move(body);
   return r;
-}
-
-int64_t realtime_nanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // The snapshot's keys less pid and tid: one series per process in a fleet's

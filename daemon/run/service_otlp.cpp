@@ -10,16 +10,11 @@
 #include "daemon/export/pprof.h"
 #include "daemon/run/service_impl.h"
 #include "daemon/sys/host_name.h"
+#include "daemon/sys/wall_clock.h"
 
 namespace stackmapd {
 
 namespace {
-
-int64_t realtime_nanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 EventLoop::Clock::duration seconds(double s) {
   return std::chrono::duration_cast<EventLoop::Clock::duration>(std::chrono::duration<double>(s));

@@ -2,14 +2,13 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "daemon/run/service_impl.h"
 #include "daemon/run/session_setup.h"
 #include "daemon/symbols/kernel_probe.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/file_io.h"
 #include "daemon/sys/preflight.h"
 
 namespace stackmapd {
@@ -18,12 +17,7 @@ namespace {
 
 // The kernel's symbols change as modules come and go (BPF programs' too, but
 // stacks seldom pass through them): /proc/modules says when to read kallsyms again.
-std::string module_list() {
-  std::ifstream in("/proc/modules");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string module_list() { return read_file("/proc/modules").value_or(""); }
 
 }  // namespace
 

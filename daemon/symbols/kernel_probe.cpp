@@ -4,10 +4,10 @@
 #include <sys/utsname.h>
 
 #include <fstream>
-#include <iterator>
 
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/file_io.h"
 
 namespace stackmapd {
 
@@ -36,8 +36,7 @@ class ScopedKptrRestrict {
 }  // namespace
 
 std::string running_kernel_build_id() {
-  std::ifstream in("/sys/kernel/notes", std::ios::binary);
-  std::string notes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string notes = read_file("/sys/kernel/notes").value_or("");
   auto u32 = [&](size_t off) {
     uint32_t v = 0;
     for (int i = 3; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(notes[off + i]);

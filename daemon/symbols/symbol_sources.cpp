@@ -6,11 +6,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "daemon/symbols/kernel_probe.h"
 #include "daemon/sys/error.h"
+#include "daemon/sys/file_io.h"
 
 namespace stackmapd {
 
@@ -50,11 +49,9 @@ std::string kernel_info_path(const OfflineSymbols& from, const std::string& file
 }
 
 KernelInfo read_kernel_info(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read " + path + ": " + std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  return KernelInfo::parse(text.str(), path);
+  const std::optional<std::string> text = read_file(path);
+  if (!text) throw Error("cannot read " + path + ": " + std::strerror(errno));
+  return KernelInfo::parse(*text, path);
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "daemon/sys/file_io.h"
+
 namespace stackmapd {
 
 namespace {
@@ -113,15 +115,12 @@ std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& pr
                                              const BuildIdParser& parse_id) {
   const std::string dir = proc + "/" + std::to_string(pid);
   // The access check is at open (proc_maps_open): its errno says which.
-  const UniqueFd fd(open((dir + "/maps").c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) {
+  const std::optional<std::string> text = read_file(dir + "/maps");
+  if (!text) {
     if (error) *error = errno;
     return std::nullopt;
   }
-  std::string text;
-  char buf[16384];
-  for (ssize_t n; (n = ::read(fd.get(), buf, sizeof(buf))) > 0;) text.append(buf, n);
-  ProcessMaps m = parse(text);
+  ProcessMaps m = parse(*text);
   // One build id per file, however many mappings it has.
   std::unordered_map<std::string, std::pair<std::string, FileIdentity>> ids;
   for (MappedFile& file : m.files_) {

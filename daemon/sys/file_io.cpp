@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/sys/file_io.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +11,7 @@
 
 #include "daemon/sys/error.h"
 #include "daemon/sys/staged_files.h"
+#include "daemon/sys/unique_fd.h"
 
 namespace stackmapd {
 
@@ -42,6 +44,20 @@ void check_writable_parent(const std::string& path, const char* option) {
   if (access(parent.c_str(), W_OK) != 0)
     throw Error(std::string(option) + " " + path + ": cannot write in " + parent.string() + ": " +
                 std::strerror(errno));
+}
+
+std::optional<std::string> read_file(const std::string& path, bool* opened) {
+  const UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (opened) *opened = static_cast<bool>(fd);
+  if (!fd) return std::nullopt;
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(fd.get(), buf, sizeof(buf));
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+    else if (n == 0) return out;
+    else if (errno != EINTR) return std::nullopt;  // close() on success keeps errno
+  }
 }
 
 }  // namespace stackmapd

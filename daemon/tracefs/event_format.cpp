@@ -8,11 +8,10 @@
 #include <cctype>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "daemon/sys/error.h"
+#include "daemon/sys/file_io.h"
 #include "stackmapd/abi.h"
 
 namespace stackmapd {
@@ -104,11 +103,9 @@ EventField parse_field(std::string_view line) {
 }
 
 std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read " + path + ": is the tracepoint there and are you root?");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::optional<std::string> text = read_file(path);
+  if (!text) throw Error("cannot read " + path + ": is the tracepoint there and are you root?");
+  return std::move(*text);
 }
 
 std::string available_events(const std::string& events_dir) {

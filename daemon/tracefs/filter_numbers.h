@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-// The numbers of an ftrace event filter (daemon/tracefs/event_filter.h), read
-// as the kernel reads them, and the constant a field is compared with.
+// A number in --filter (daemon/tracefs/event_filter.h) by the kernel's rules,
+// not the grammar's: the text read as kstrtoull()/kstrtoll() read it, then
+// cut to the field's size and widened as the event path widens the field's
+// value, so that a comparison sees the same 64 bits on both sides.
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "daemon/sys/error.h"
+#include "daemon/sys/file_io.h"
 
 namespace stackmapd {
 
@@ -33,30 +34,6 @@ bool parse_uint(std::string_view s, T* out) {
 }
 
 std::string errno_text(int err) { return std::strerror(err); }
-
-// Reads a whole (pseudo-)file: tracefs files report size 0, so read to EOF.
-bool slurp(const std::string& path, std::string* out, int* err) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *err = errno;
-    return false;
-  }
-  out->clear();
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      *err = errno;
-      ::close(fd);
-      return false;
-    }
-    if (n == 0) break;
-    out->append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return true;
-}
 
 bool exists(const std::string& path) {
   struct stat st;
@@ -278,11 +255,9 @@ void TracefsSession::write_filter(const Tracepoint& tp, const std::string& filte
 }
 
 std::string TracefsSession::read(const std::string& rel) const {
-  std::string out;
-  int err = 0;
-  if (!slurp(dir_ + "/" + rel, &out, &err))
-    throw Error("cannot read " + dir_ + "/" + rel + ": " + errno_text(err));
-  return out;
+  std::optional<std::string> out = read_file(dir_ + "/" + rel);
+  if (!out) throw Error("cannot read " + dir_ + "/" + rel + ": " + errno_text(errno));
+  return std::move(*out);
 }
 
 void TracefsSession::detach() {
