@@ -77,11 +77,19 @@ std::string hist_lines(const std::array<uint64_t, SMT_HIST_BUCKETS>& counts) {
   return out;
 }
 
-// --hist: one histogram per key of the stack (the key without its bucket),
-// the most frequent keys first.
-void append_hists(const Snapshot& snap, const Callstack& c, size_t max_keys, std::string& out) {
+// The field of `keys` whose values are --hist's buckets; null: none.
+const KeyFieldInfo* hist_field(const KeySpec& keys) {
+  for (KeyField f : keys.fields)
+    if (key_field(f).hist_buckets) return &key_field(f);
+  return nullptr;
+}
+
+// --hist: one histogram along `buckets` per key of the stack (the key
+// without it), the most frequent keys first.
+void append_hists(const Snapshot& snap, const KeyFieldInfo& buckets, const Callstack& c,
+                  size_t max_keys, std::string& out) {
   KeySpec rest = snap.keys;
-  std::erase(rest.fields, KeyField::bucket);
+  std::erase(rest.fields, buckets.field);
   struct Hist {
     std::string label;
     uint64_t count = 0;
@@ -96,7 +104,7 @@ void append_hists(const Snapshot& snap, const Callstack& c, size_t max_keys, std
     if (it == hists.end()) it = hists.insert(hists.end(), Hist{label});
     it->count += key.count;
     // `other` has no bucket: its events count under [0] and the label says so.
-    it->counts[key.other ? 0 : std::min<uint32_t>(key.key.bucket, SMT_HIST_BUCKETS - 1)] +=
+    it->counts[key.other ? 0 : std::min<uint32_t>(key.key.*buckets.number, SMT_HIST_BUCKETS - 1)] +=
         key.count;
   }
   std::stable_sort(hists.begin(), hists.end(),
@@ -153,6 +161,7 @@ std::string format_top(const Snapshot& snap, size_t n, const FrameNames& names) 
   if (weighted(snap)) out += " (" + format_weight(total_weight, snap.weight_unit) + ")";
   out += ", " + std::to_string(stacks.size()) + " unique stacks; top " + std::to_string(n) + ":\n";
   const size_t max_keys = snap.keys_requested ? kTopKeysRequested : kTopKeysDefault;
+  const KeyFieldInfo* buckets = hist_field(snap.keys);
   for (size_t i = 0; i < n; ++i) {
     const Callstack& c = *order[i];
     const std::vector<KeyCount>& by = snap.stacks[c.stack].by;
@@ -170,8 +179,8 @@ std::string format_top(const Snapshot& snap, size_t n, const FrameNames& names) 
     if (c.stack_id == SMT_NO_KERNEL_STACK) out += "    [no kernel frames: sampled in user mode]\n";
     if (snap.user.enabled) append_user_frames(snap, names, c, out);
     if (c.keys.empty()) continue;
-    if (snap.keys.has(KeyField::bucket)) {
-      append_hists(snap, c, max_keys, out);
+    if (buckets) {
+      append_hists(snap, *buckets, c, max_keys, out);
       continue;
     }
     out += "  by " + snap.keys.str() + ":\n";

@@ -21,7 +21,6 @@
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/staged_files.h"
-#include "stackmapd/hist.h"
 
 namespace stackmapd {
 
@@ -169,9 +168,8 @@ void add_breakdown(const Snapshot& snap, const StackRecord& s, json& out) {
       entry["user_stack_id"] = k.key.ustack;
     for (KeyField f : fields) {
       const KeyFieldInfo& info = key_field(f);
-      if (f == KeyField::bucket)  // --hist: the bucket's lowest value, in the weight's unit
-        entry[info.name] = smt_hist_lower(k.key.bucket);
-      else entry[info.name] = info.numeric() ? json(k.key.*info.number) : json(k.key.*info.text);
+      entry[info.name] =
+          info.numeric() ? json(info.exported(k.key.*info.number)) : json(k.key.*info.text);
     }
     entry["count"] = k.count;
     if (weighted) entry["sum"] = k.weight;

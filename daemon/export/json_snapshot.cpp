@@ -12,7 +12,6 @@
 #include "daemon/export/json_text.h"
 #include "daemon/model/fsmb.h"
 #include "daemon/sys/error.h"
-#include "stackmapd/hist.h"
 
 namespace stackmapd {
 
@@ -201,9 +200,7 @@ KeyValues key_of(const json& e, const KeySpec& keys, const Reader& r, const std:
   KeyValues k;
   for (KeyField f : keys.fields) {
     const KeyFieldInfo& info = key_field(f);
-    if (f == KeyField::bucket)  // --hist: the bucket's lowest value (exports.cpp)
-      k.bucket = smt_hist_bucket(r.number(e, info.name, where));
-    else if (info.numeric()) k.*info.number = static_cast<uint32_t>(r.number(e, info.name, where));
+    if (info.numeric()) k.*info.number = info.imported(r.number(e, info.name, where));
     else k.*info.text = r.text(e, info.name, where);
   }
   return k;
@@ -225,13 +222,8 @@ JsonExport read(std::string_view json_text, const Reader& r) {
   const json& meta = doc.is_object() ? doc : none;
   if (auto keys = meta.find("keys"); keys != meta.end()) {
     std::string list;
-    bool hist = false;  // --hist's bucket is no --by key
-    for (const json& k : *keys) {
-      if (k == "bucket") hist = true;
-      else list += (list.empty() ? "" : ",") + k.get<std::string>();
-    }
-    if (!list.empty()) snap.keys = KeySpec::parse(list);
-    if (hist) snap.keys.fields.push_back(KeyField::bucket);
+    for (const json& k : *keys) list += (list.empty() ? "" : ",") + k.get<std::string>();
+    if (!list.empty()) snap.keys = KeySpec::parse_exported(list);
     snap.keys_requested = true;
   }
   if (auto w = meta.find("weight"); w != meta.end() && w->is_string()) snap.weight_unit = *w;

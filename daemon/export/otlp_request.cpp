@@ -17,21 +17,6 @@ namespace {
 
 namespace o = otlp;
 
-// --by's fields as attribute keys: OpenTelemetry's semantic conventions
-// where they name the thing, ours under "stackmapd." otherwise.
-inline const char* attribute_key(KeyField f) {
-  switch (f) {
-    case KeyField::pid: return "process.pid";
-    case KeyField::tid: return "thread.id";
-    case KeyField::comm: return "thread.name";
-    case KeyField::cgroup: return "stackmapd.cgroup";
-    case KeyField::unit: return "stackmapd.systemd_unit";
-    case KeyField::source: return "stackmapd.source";
-    case KeyField::cpu: return "cpu.logical_number";
-    case KeyField::bucket: return "stackmapd.hist_bucket";  // --hist: its log2 bucket (hist.h)
-  }
-  return "stackmapd.key";
-}
 inline constexpr const char* kOtherKey = "stackmapd.other";  // events past the cap on keys
 inline constexpr const char* kBuildIdKey = "process.executable.build_id.gnu";
 
@@ -286,7 +271,7 @@ std::vector<uint64_t> OtlpRequest::attributes(const KeyCount* k) {
     value.clear();
     if (info.numeric()) value.varint(o::kIntValue, k->key.*info.number);
     else value.bytes(o::kStringValue, utf8_text(k->key.*info.text));
-    out.push_back(attribute(attribute_key(f), value));
+    out.push_back(attribute(info.otlp_attribute, value));
   }
   return out;
 }

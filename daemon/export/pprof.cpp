@@ -11,7 +11,6 @@
 #include "daemon/export/utf8_text.h"
 #include "daemon/export/weight_unit.h"
 #include "daemon/model/hex_text.h"
-#include "stackmapd/hist.h"
 
 namespace stackmapd {
 
@@ -90,24 +89,19 @@ struct Label {
   auto operator<=>(const Label&) const = default;
 };
 
-// hist_unit: the weight's unit, --hist's bucket label's num_unit.
+// weight_unit: the num_unit of a label whose value is a weight.
 std::vector<Label> labels_of(const KeyCount& k, const std::vector<KeyField>& fields,
-                             Strings& strings, const std::string& hist_unit) {
+                             Strings& strings, const std::string& weight_unit) {
   if (fields.empty()) return {};
   if (k.other) return {{strings.id("other"), strings.id("true"), 0, 0}};
   std::vector<Label> labels;
   for (KeyField f : fields) {
     const KeyFieldInfo& info = key_field(f);
     Label l{strings.id(info.name), 0, 0, 0};
-    if (f == KeyField::bucket) {  // --hist: the bucket's lowest value
-      l.num = smt_hist_lower(k.key.bucket);
-      l.num_unit = strings.id(hist_unit);
-      labels.push_back(l);
-      continue;
-    }
-    if (info.numeric()) l.num = k.key.*info.number;
+    if (info.numeric()) l.num = info.exported(k.key.*info.number);
     else l.str = strings.id(k.key.*info.text);
-    if (const char* unit = info.label_unit()) l.num_unit = strings.id(unit);
+    if (const std::string unit = info.label_unit(weight_unit); !unit.empty())
+      l.num_unit = strings.id(unit);
     labels.push_back(l);
   }
   return labels;
@@ -128,8 +122,9 @@ std::pair<std::string, std::string> weight_type(const std::string& unit) {
   return {unit, "count"};
 }
 
-// --hist's bucket label's num_unit: nanoseconds, bytes, else the field's name.
-std::string bucket_unit(const std::string& unit) {
+// The num_unit of a label whose value is a weight (--hist's bucket):
+// nanoseconds, bytes, else the weight field's name.
+std::string weight_label_unit(const std::string& unit) {
   return weight_kind(unit) == WeightKind::count ? unit : weight_type(unit).second;
 }
 
@@ -172,7 +167,7 @@ class Encoder {
       if (snap_.keys_requested && !c.keys.empty()) {
         for (uint32_t key : c.keys) {
           const KeyCount& k = snap_.stacks[c.stack].by[key];
-          Values& v = samples[labels_of(k, fields, strings_, bucket_unit(snap_.weight_unit))];
+          Values& v = samples[labels_of(k, fields, strings_, weight_label_unit(snap_.weight_unit))];
           v.count += k.count;
           v.weight += k.weight;
         }

@@ -6,35 +6,142 @@
 
 #include "daemon/model/histogram.h"
 #include "daemon/sys/error.h"
+#include "stackmapd/hist.h"
 
 namespace stackmapd {
 
 namespace {
 
 using Ev = KeyFieldInfo::Event;
+using Unit = KeyFieldInfo::Unit;
+
+uint64_t as_is(uint32_t v) { return v; }
+uint32_t as_is_back(uint64_t v) { return static_cast<uint32_t>(v); }
 
 // In KeyField's order.
 constexpr std::array<KeyFieldInfo, 8> kFields = {{
-    {KeyField::pid, "pid", Ev::number, [](const EventKey& k) { return k.pid; },
-     [](EventKey& k, uint32_t v) { k.pid = v; }, &KeyValues::pid, nullptr, "pid ", nullptr},
-    {KeyField::tid, "tid", Ev::number, [](const EventKey& k) { return k.tid; },
-     [](EventKey& k, uint32_t v) { k.tid = v; }, &KeyValues::tid, nullptr, "tid ", nullptr},
-    {KeyField::comm, "comm", Ev::string_id, [](const EventKey& k) { return k.comm; },
-     [](EventKey& k, uint32_t v) { k.comm = v; }, nullptr, &KeyValues::comm, nullptr, nullptr},
-    {KeyField::cgroup, "cgroup", Ev::string_id, [](const EventKey& k) { return k.cgroup; },
-     [](EventKey& k, uint32_t v) { k.cgroup = v; }, nullptr, &KeyValues::cgroup, nullptr, nullptr},
-    {KeyField::unit, "unit", Ev::string_id, [](const EventKey& k) { return k.unit; },
-     [](EventKey& k, uint32_t v) { k.unit = v; }, nullptr, &KeyValues::unit, nullptr, "[no unit]"},
-    {KeyField::source, "source", Ev::source_index,
-     [](const EventKey& k) { return uint32_t{k.source}; },
-     [](EventKey& k, uint32_t v) { k.source = static_cast<uint16_t>(v); }, nullptr,
-     &KeyValues::source, nullptr, nullptr},
-    {KeyField::cpu, "cpu", Ev::number, [](const EventKey& k) { return uint32_t{k.cpu}; },
-     [](EventKey& k, uint32_t v) { k.cpu = static_cast<uint16_t>(v); }, &KeyValues::cpu, nullptr,
-     "cpu ", nullptr},
-    {KeyField::bucket, "bucket", Ev::number, [](const EventKey& k) { return uint32_t{k.bucket}; },
-     [](EventKey& k, uint32_t v) { k.bucket = v & 0xff; }, &KeyValues::bucket, nullptr, "",
-     nullptr},
+    {.field = KeyField::pid,
+     .name = "pid",
+     .not_by = nullptr,
+     .event = Ev::number,
+     .read = [](const EventKey& k) { return k.pid; },
+     .write = [](EventKey& k, uint32_t v) { k.pid = v; },
+     .number = &KeyValues::pid,
+     .text = nullptr,
+     .frame = [](const KeyValues& k) { return "pid " + std::to_string(k.pid); },
+     .exported = as_is,
+     .imported = as_is_back,
+     .unit = Unit::name,
+     .otlp_attribute = "process.pid",
+     .per_process = true,
+     .hist_buckets = false},
+    {.field = KeyField::tid,
+     .name = "tid",
+     .not_by = nullptr,
+     .event = Ev::number,
+     .read = [](const EventKey& k) { return k.tid; },
+     .write = [](EventKey& k, uint32_t v) { k.tid = v; },
+     .number = &KeyValues::tid,
+     .text = nullptr,
+     .frame = [](const KeyValues& k) { return "tid " + std::to_string(k.tid); },
+     .exported = as_is,
+     .imported = as_is_back,
+     .unit = Unit::name,
+     .otlp_attribute = "thread.id",
+     .per_process = true,
+     .hist_buckets = false},
+    {.field = KeyField::comm,
+     .name = "comm",
+     .not_by = nullptr,
+     .event = Ev::string_id,
+     .read = [](const EventKey& k) { return k.comm; },
+     .write = [](EventKey& k, uint32_t v) { k.comm = v; },
+     .number = nullptr,
+     .text = &KeyValues::comm,
+     .frame = [](const KeyValues& k) { return k.comm; },
+     .exported = nullptr,
+     .imported = nullptr,
+     .unit = Unit::none,
+     .otlp_attribute = "thread.name",
+     .per_process = false,
+     .hist_buckets = false},
+    {.field = KeyField::cgroup,
+     .name = "cgroup",
+     .not_by = nullptr,
+     .event = Ev::string_id,
+     .read = [](const EventKey& k) { return k.cgroup; },
+     .write = [](EventKey& k, uint32_t v) { k.cgroup = v; },
+     .number = nullptr,
+     .text = &KeyValues::cgroup,
+     .frame = [](const KeyValues& k) { return k.cgroup; },
+     .exported = nullptr,
+     .imported = nullptr,
+     .unit = Unit::none,
+     .otlp_attribute = "stackmapd.cgroup",
+     .per_process = false,
+     .hist_buckets = false},
+    {.field = KeyField::unit,
+     .name = "unit",
+     .not_by = nullptr,
+     .event = Ev::string_id,
+     .read = [](const EventKey& k) { return k.unit; },
+     .write = [](EventKey& k, uint32_t v) { k.unit = v; },
+     .number = nullptr,
+     .text = &KeyValues::unit,
+     .frame = [](const KeyValues& k) { return k.unit.empty() ? std::string("[no unit]") : k.unit; },
+     .exported = nullptr,
+     .imported = nullptr,
+     .unit = Unit::none,
+     .otlp_attribute = "stackmapd.systemd_unit",
+     .per_process = false,
+     .hist_buckets = false},
+    {.field = KeyField::source,
+     .name = "source",
+     .not_by = nullptr,
+     .event = Ev::source_index,
+     .read = [](const EventKey& k) { return uint32_t{k.source}; },
+     .write = [](EventKey& k, uint32_t v) { k.source = static_cast<uint16_t>(v); },
+     .number = nullptr,
+     .text = &KeyValues::source,
+     .frame = [](const KeyValues& k) { return k.source; },
+     .exported = nullptr,
+     .imported = nullptr,
+     .unit = Unit::none,
+     .otlp_attribute = "stackmapd.source",
+     .per_process = false,
+     .hist_buckets = false},
+    {.field = KeyField::cpu,
+     .name = "cpu",
+     .not_by = nullptr,
+     .event = Ev::number,
+     .read = [](const EventKey& k) { return uint32_t{k.cpu}; },
+     .write = [](EventKey& k, uint32_t v) { k.cpu = static_cast<uint16_t>(v); },
+     .number = &KeyValues::cpu,
+     .text = nullptr,
+     .frame = [](const KeyValues& k) { return "cpu " + std::to_string(k.cpu); },
+     .exported = as_is,
+     .imported = as_is_back,
+     .unit = Unit::name,
+     .otlp_attribute = "cpu.logical_number",
+     .per_process = false,
+     .hist_buckets = false},
+    // Written as its lowest value, in the weight's unit; OTLP's attribute
+    // holds the bucket itself.
+    {.field = KeyField::bucket,
+     .name = "bucket",
+     .not_by = "the buckets come with --hist [FIELD]; drop bucket from --by",
+     .event = Ev::number,
+     .read = [](const EventKey& k) { return uint32_t{k.bucket}; },
+     .write = [](EventKey& k, uint32_t v) { k.bucket = v & 0xff; },
+     .number = &KeyValues::bucket,
+     .text = nullptr,
+     .frame = [](const KeyValues& k) { return hist_range(k.bucket); },
+     .exported = [](uint32_t b) { return uint64_t{smt_hist_lower(b)}; },
+     .imported = [](uint64_t v) { return uint32_t{smt_hist_bucket(v)}; },
+     .unit = Unit::weight,
+     .otlp_attribute = "stackmapd.hist_bucket",
+     .per_process = false,
+     .hist_buckets = true},
 }};
 
 constexpr bool in_enum_order() {
@@ -47,7 +154,7 @@ static_assert(in_enum_order());
 [[noreturn]] void bad_list(const std::string& problem) {
   std::string names;
   for (const KeyFieldInfo& f : kFields)
-    if (f.field != KeyField::bucket) names += (names.empty() ? "" : ", ") + std::string(f.name);
+    if (!f.not_by) names += (names.empty() ? "" : ", ") + std::string(f.name);
   throw Error(problem + ": use a comma list of " + names);
 }
 
@@ -57,23 +164,8 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, s.find_last_not_of(' ') - b + 1);
 }
 
-}  // namespace
-
-const KeyFieldInfo& key_field(KeyField f) { return kFields[static_cast<size_t>(f)]; }
-
-std::string KeyFieldInfo::frame(const KeyValues& k) const {
-  if (field == KeyField::bucket) return hist_range(k.bucket);
-  if (numeric()) return frame_prefix + std::to_string(k.*number);
-  const std::string& value = k.*text;
-  return value.empty() && empty_frame ? empty_frame : value;
-}
-
-int KeyFieldInfo::compare(const KeyValues& a, const KeyValues& b) const {
-  auto cmp = [](const auto& x, const auto& y) { return x < y ? -1 : y < x ? 1 : 0; };
-  return numeric() ? cmp(a.*number, b.*number) : cmp(a.*text, b.*text);
-}
-
-KeySpec KeySpec::parse(std::string_view list) {
+// parse() and parse_exported(): `exported` takes the fields that are no --by word.
+KeySpec parse_list(std::string_view list, bool exported) {
   KeySpec spec;
   size_t start = 0;
   while (true) {
@@ -82,8 +174,8 @@ KeySpec KeySpec::parse(std::string_view list) {
     if (item.empty()) bad_list("empty --by key in '" + std::string(list) + "'");
     auto it = std::find_if(kFields.begin(), kFields.end(),
                            [&](const KeyFieldInfo& f) { return f.name == item; });
-    if (it != kFields.end() && it->field == KeyField::bucket)
-      throw Error("--by bucket: the buckets come with --hist [FIELD]; drop bucket from --by");
+    if (it != kFields.end() && it->not_by && !exported)
+      throw Error("--by " + std::string(item) + ": " + it->not_by);
     if (it == kFields.end()) bad_list("unknown --by key '" + std::string(item) + "'");
     const KeyField field = it->field;
     if (spec.has(field)) bad_list("--by key '" + std::string(item) + "' given twice");
@@ -92,6 +184,30 @@ KeySpec KeySpec::parse(std::string_view list) {
     start = comma + 1;
   }
 }
+
+}  // namespace
+
+const KeyFieldInfo& key_field(KeyField f) { return kFields[static_cast<size_t>(f)]; }
+
+std::span<const KeyFieldInfo> key_fields() { return kFields; }
+
+std::string KeyFieldInfo::label_unit(const std::string& weight_unit) const {
+  switch (unit) {
+    case Unit::none: break;
+    case Unit::name: return name;
+    case Unit::weight: return weight_unit;
+  }
+  return {};
+}
+
+int KeyFieldInfo::compare(const KeyValues& a, const KeyValues& b) const {
+  auto cmp = [](const auto& x, const auto& y) { return x < y ? -1 : y < x ? 1 : 0; };
+  return numeric() ? cmp(a.*number, b.*number) : cmp(a.*text, b.*text);
+}
+
+KeySpec KeySpec::parse(std::string_view list) { return parse_list(list, false); }
+
+KeySpec KeySpec::parse_exported(std::string_view list) { return parse_list(list, true); }
 
 bool KeySpec::has(KeyField f) const {
   return std::find(fields.begin(), fields.end(), f) != fields.end();

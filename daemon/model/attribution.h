@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,35 +25,51 @@ enum class KeyField : uint8_t { pid, tid, comm, cgroup, unit, source, cpu, bucke
 // Everything the daemon knows about one key field, in one place: every
 // reader and writer of keys (the store, the exports, decode) goes through
 // this table, so a new field is one entry here and one member in EventKey
-// and KeyValues.
+// and KeyValues; no export names a field.
 struct KeyFieldInfo {
   // What EventKey holds for the field: the value itself, a StringTable id,
   // or an index into the snapshot's sources.
   enum class Event : uint8_t { number, string_id, source_index };
+  // What a numeric field's pprof label counts in (its num_unit, without
+  // which Go's decoder drops a numeric 0): the field's name, as "pid" for
+  // pids, or the weight's unit (--hist's bucket, a value of the weight).
+  enum class Unit : uint8_t { none, name, weight };
 
   KeyField field;
   const char* name;  // --by's word, the JSON key, the pprof label's key
+  // Null: a --by word; else why --by refuses it (another option adds it).
+  const char* not_by;
   Event event;
   uint32_t (*read)(const EventKey& k);
   void (*write)(EventKey& k, uint32_t value);  // truncated to the member's width
   // KeyValues' member: exactly one of them is set.
   uint32_t KeyValues::*number;
   std::string KeyValues::*text;
-  // A number as a flame graph frame reads it ("pid 812"); a string stands as it is.
-  const char* frame_prefix;
-  const char* empty_frame;  // the frame of an empty string; null: the empty string
+  // The field of `k` as one flame graph frame, --top's label and the web
+  // page's filter value: "pid 812", "nginx", "[no unit]", "[1K, 2K)".
+  std::string (*frame)(const KeyValues& k);
+  // A number as the JSON export and pprof's label write it, and back from
+  // the JSON: the value, or a bucket's lowest value. Null for a string.
+  uint64_t (*exported)(uint32_t value);
+  uint32_t (*imported)(uint64_t exported);
+  Unit unit;
+  // Its OTLP sample attribute: OpenTelemetry's semantic conventions where
+  // they name the thing, ours under "stackmapd." otherwise.
+  const char* otlp_attribute;
+  bool per_process;  // a value per process or thread: fleet profiles leave it out
+  // Its values are --hist's log2 buckets (stackmapd/hist.h): --top draws
+  // them as a histogram per key of the other fields.
+  bool hist_buckets;
 
   bool numeric() const { return number != nullptr; }
-  // pprof's num_unit of a numeric label: Go's decoder drops a numeric 0
-  // that has none. The field's name, as "pid" for pids.
-  const char* label_unit() const { return numeric() ? name : nullptr; }
-  // The field of `k` as one flame graph frame ("pid 812", "[no unit]").
-  std::string frame(const KeyValues& k) const;
+  // pprof's num_unit of its label, `weight_unit` that of a weight; "": none.
+  std::string label_unit(const std::string& weight_unit) const;
   // Negative, zero or positive as a's value orders before, with or after b's.
   int compare(const KeyValues& a, const KeyValues& b) const;
 };
 
 const KeyFieldInfo& key_field(KeyField f);
+std::span<const KeyFieldInfo> key_fields();  // every field, in KeyField's order
 inline const char* key_name(KeyField f) { return key_field(f).name; }  // "pid", ...
 
 struct KeySpec {
@@ -61,6 +78,9 @@ struct KeySpec {
   // "pid,comm" -> {pid, comm}. Throws Error naming an unknown key, an empty
   // item or a duplicate, and the keys there are.
   static KeySpec parse(std::string_view list);
+  // As parse(), the fields that are no --by word too: an export's list of
+  // its keys ("pid,bucket").
+  static KeySpec parse_exported(std::string_view list);
   bool has(KeyField f) const;
   bool empty() const { return fields.empty(); }
   std::string str() const;  // "pid,comm"

@@ -27,12 +27,12 @@ http::Response ok(std::string content_type, std::string body) {
   return r;
 }
 
-// The snapshot's keys less pid and tid: one series per process in a fleet's
-// store would be too many.
+// The snapshot's keys less those of a value per process (pid, tid): one
+// series per process in a fleet's store would be too many.
 std::vector<KeyField> fleet_keys(const KeySpec& keys) {
   std::vector<KeyField> out;
   for (KeyField f : keys.fields)
-    if (f != KeyField::pid && f != KeyField::tid) out.push_back(f);
+    if (!key_field(f).per_process) out.push_back(f);
   return out;
 }
 
