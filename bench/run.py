@@ -631,7 +631,7 @@ RING_WORKLOADS = (("alloc_loop", "bench workload (alloc_loop)", 0),
 
 def trace_fields_bytes(event):
     """The raw bytes --trace carries per event of `event`, by the daemon's rule
-    (daemon/tracefs/event_format.cpp, trace_raw_len): the end of the last fixed
+    (daemon/source/event_format.cpp, trace_raw_len): the end of the last fixed
     field, or 256 when a __data_loc field places data after them."""
     cat, name = event.split(":")
     end = 8

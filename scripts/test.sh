@@ -15,7 +15,8 @@ ctest --test-dir build --output-on-failure
 # The benchmark suite, every section once for seconds (~30 s, no apt when its
 # tools are there): fails if a section crashes, never on a figure.
 bench/run.sh --smoke
-scripts/fuzz.sh
+# Each target's committed corpus, then 20 s of search each (FUZZ_SECONDS).
+FUZZ_SECONDS=${FUZZ_SECONDS:-20} scripts/fuzz.sh
 scripts/test-arm64.sh
 # The minimal kernel (with BPF and BTF) only: ~13 min cold on 2 cores. The
 # KASAN + lockdep kernel adds ~12 min: run `scripts/kernel-test.sh` for both.

@@ -22,7 +22,7 @@
 
 #include "daemon/http/metrics.h"
 #include "daemon/run/http_endpoints.h"
-#include "daemon/run/session_setup.h"
+#include "daemon/source/session_setup.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/preflight.h"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 // -u's reading of ELF files (daemon/symbols/elf_probes.h) and of its specs
-// (daemon/bpf/uprobe_sources.h), on tests/workloads/uprobe_workload.c as
+// (daemon/source/uprobe_sources.h), on tests/workloads/uprobe_workload.c as
 // built, a copy of it "prelinked" by objcopy, and this machine's libc.
 #include "daemon/symbols/elf_probes.h"
 
@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "daemon/bpf/uprobe_sources.h"
+#include "daemon/source/uprobe_sources.h"
 #include "daemon/symbols/user_maps.h"
 #include "daemon/sys/error.h"
 

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
-// --filter: the compiler (daemon/tracefs/event_filter.h) and the interpreter
+// --filter: the compiler (daemon/source/event_filter.h) and the interpreter
 // the BPF event path runs (include/stackmapd/event_filter.h), here on records
 // laid out as a tracepoint's format file says. What a filter must match is
 // what ftrace's own filter gives (checked on a 6.18 kernel, quirks included);
 // tests/filter_test.sh compares the two on live events.
-#include "daemon/tracefs/event_filter.h"
+#include "daemon/source/event_filter.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // Tracepoint formats (real ones copied from a 6.18 kernel into
 // tests/fixtures/event_format/), --sum's field checks, and -e globs against a
 // fake events directory; EventFormatRoot reads the running kernel's tracefs.
-#include "daemon/tracefs/event_format.h"
+#include "daemon/source/event_format.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-// -f's choice of fentry or kprobes per function (daemon/bpf/sources.h), over a
+// -f's choice of fentry or kprobes per function (daemon/source/sources.h), over a
 // tracefs directory of our own (its available_filter_functions) and this
 // kernel's real BTF, for each kind of kernel by its ProbeSupport.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "daemon/bpf/sources.h"
+#include "daemon/source/sources.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {

@@ -21,7 +21,7 @@ cleanup() {
 trap cleanup EXIT
 source "$(dirname "$0")/check_lib.sh"
 
-P_HTTP=19491
+P_HTTP=19511
 url=http://127.0.0.1:$P_HTTP
 run=$tmp/run
 ctl() { timeout 20 "$BIN" --socket "$run/control.sock" ctl "$@" 2>&1; }

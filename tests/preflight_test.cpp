@@ -5,7 +5,7 @@
 
 #include <functional>
 
-#include "daemon/bpf/sources.h"
+#include "daemon/source/sources.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd {

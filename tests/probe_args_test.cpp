@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-// -u's --sum/--hist argN (daemon/bpf/probe_args.h): the register each
+// -u's --sum/--hist argN (daemon/source/probe_args.h): the register each
 // argument is read from, as the kernel's pt_regs lays them out, and the
 // cookie that carries it past SMT_COOKIE_AT_ENTRY.
-#include "daemon/bpf/probe_args.h"
+#include "daemon/source/probe_args.h"
 
 #include <asm/ptrace.h>
 #include <gtest/gtest.h>

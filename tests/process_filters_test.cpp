@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/run/process_filters.h"
+#include "daemon/source/process_filters.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

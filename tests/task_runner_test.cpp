@@ -146,8 +146,7 @@ TEST(TaskRunner, TheIdleHookRunsWhenNothingComes) {
   std::atomic<int> idle{0};
   TaskRunner r(TaskRunner::Options("test-idle").when_idle(20ms, [&] { idle++; }));
   const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (idle < 2 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(5ms);
+  while (idle < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
   EXPECT_GE(idle, 2);
 }
 

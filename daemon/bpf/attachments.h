@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "daemon/bpf/bpf_object.h"
-#include "daemon/bpf/session_config.h"
+#include "daemon/source/session_config.h"
 #include "daemon/sys/bpf_handles.h"
 
 namespace stackmapd {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "daemon/bpf/loader_pins.h"
-#include "daemon/bpf/session_config.h"
+#include "daemon/source/session_config.h"
 #include "daemon/sys/bpf_handles.h"
 #include "daemon/sys/mapping.h"
 #include "stackmapd/abi.h"

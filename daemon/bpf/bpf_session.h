@@ -39,8 +39,6 @@
 #include "daemon/bpf/bpf_object.h"
 #include "daemon/bpf/cpu_batches.h"
 #include "daemon/bpf/ring_consumer.h"
-#include "daemon/bpf/session_config.h"
-#include "daemon/bpf/sources.h"
 #include "daemon/bpf/table_view.h"
 #include "daemon/bpf/user_table.h"
 #include "daemon/model/snapshot.h"
@@ -48,6 +46,8 @@
 #include "daemon/model/stack_store.h"
 #include "daemon/model/table_stats.h"
 #include "daemon/resolve/resolver.h"
+#include "daemon/source/session_config.h"
+#include "daemon/source/sources.h"
 #include "daemon/sys/drop_bursts.h"
 #include "stackmapd/abi.h"
 

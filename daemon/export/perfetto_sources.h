@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/bpf/session_config.h"
 #include "daemon/export/proto_wire.h"
+#include "daemon/source/session_config.h"
 
 namespace stackmapd {
 

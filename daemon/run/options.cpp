@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "daemon/run/process_filters.h"
+#include "daemon/source/process_filters.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/preflight.h"
 

@@ -14,8 +14,8 @@
 
 #include "daemon/export/exports.h"
 #include "daemon/run/service_impl.h"
-#include "daemon/run/session_setup.h"
 #include "daemon/run/stale_temps.h"
+#include "daemon/source/session_setup.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/preflight.h"
 #include "daemon/sys/runtime_lock.h"
@@ -96,7 +96,9 @@ void Service::take_signals() {
   });
   loop_.on_signal(SIGUSR1, [this](int) {
     try {
-      reset(nullptr);
+      reset([](const ControlReply& r) {
+        if (!r.ok) spdlog::error("SIGUSR1 reset failed, still tracing: {}", r.text);
+      });
     } catch (const std::exception& e) {
       spdlog::error("SIGUSR1 reset failed, still tracing: {}", e.what());
     }

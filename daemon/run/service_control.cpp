@@ -23,7 +23,6 @@ void Service::reset(ControlServer::Respond done) {
   // Its copy of the table is freed off the loop.
   requests_.post([ended = std::make_shared<SnapshotCut>(std::move(ended))] {});
   post_export([msg = std::move(msg), done = std::move(done)](const std::string& error) {
-    if (!error.empty()) spdlog::error("reset: {}", error);
     if (done) done(error.empty() ? ControlReply{true, msg + "\n"} : ControlReply{false, error});
   });
 }
@@ -56,7 +55,11 @@ void Service::handle(const std::string& line, const ControlServer::Respond& resp
           [text, respond] { respond(*text); });
       return;
     }
-    if (line == "reset") return reset(respond);
+    if (line == "reset")
+      return reset([respond](const ControlReply& r) {
+        if (!r.ok) spdlog::error("reset: {}", r.text);
+        respond(r);
+      });
     if (line == "snapshot") {
       return post_export([respond, dir = config_.export_dir](const std::string& error) {
         if (!error.empty()) {

@@ -44,7 +44,7 @@ class Service {
   void report_export(const std::string& error);
   std::unique_ptr<HttpEndpoints> open_http(const DaemonConfig& c);
   void update_status();
-  // `done` (may be null) gets the reply once the new epoch's exports are written.
+  // `done` gets the reply once the new epoch's exports are written (or failed).
   void reset(ControlServer::Respond done);
   std::string reload();
   void handle(const std::string& line, const ControlServer::Respond& respond);

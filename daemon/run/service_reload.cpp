@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "daemon/run/service_impl.h"
-#include "daemon/run/session_setup.h"
+#include "daemon/source/session_setup.h"
 #include "daemon/symbols/kernel_probe.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/file_io.h"

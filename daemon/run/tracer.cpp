@@ -10,7 +10,7 @@
 #include "daemon/export/trace_writer.h"
 #include "daemon/run/command_child.h"
 #include "daemon/run/foreground.h"
-#include "daemon/run/session_setup.h"
+#include "daemon/source/session_setup.h"
 #include "daemon/symbols/symbol_sources.h"
 #include "daemon/sys/preflight.h"
 

@@ -66,9 +66,9 @@ class TaskRunner {
     Task on_idle;
   };
   struct Counts {
-    uint64_t run = 0;      // tasks finished
-    uint64_t dropped = 0;  // tasks refused or dropped: the queue was full
-    size_t waiting = 0;    // tasks queued now
+    uint64_t run = 0;                          // tasks finished
+    uint64_t dropped = 0;                      // tasks refused or dropped: the queue was full
+    size_t waiting = 0;                        // tasks queued now
     size_t waiting_bytes = 0, peak_bytes = 0;  // their footprints, now and at most
   };
 

@@ -29,9 +29,9 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/bpf/bpf_session.h"
 #include "daemon/model/fsmb.h"
 #include "daemon/model/snapshot.h"
+#include "daemon/source/sources.h"
 
 namespace stackmapd {
 

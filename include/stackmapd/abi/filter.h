@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * --filter: an ftrace event filter ("bytes_alloc >= 4096 && gfp_flags & 0x400")
- * compiled by the daemon (daemon/tracefs/event_filter.h) into predicates
+ * compiled by the daemon (daemon/source/event_filter.h) into predicates
  * joined by forward jumps, run on a tracepoint's raw record before its stack
  * is taken (stackmapd/event_filter.h). Part of stackmapd/abi.h.
  */

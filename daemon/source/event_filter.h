@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "daemon/tracefs/event_format.h"
+#include "daemon/source/event_format.h"
 #include "stackmapd/abi.h"
 
 namespace stackmapd {

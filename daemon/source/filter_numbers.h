@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-// A number in --filter (daemon/tracefs/event_filter.h) by the kernel's rules,
+// A number in --filter (daemon/source/event_filter.h) by the kernel's rules,
 // not the grammar's: the text read as kstrtoull()/kstrtoll() read it, then
 // cut to the field's size and widened as the event path widens the field's
 // value, so that a comparison sees the same 64 bits on both sides.

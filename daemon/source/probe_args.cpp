@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/bpf/probe_args.h"
+#include "daemon/source/probe_args.h"
 
 #include <asm/ptrace.h>
 

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/run/session_setup.h"
+#include "daemon/source/session_setup.h"
 
 #include <spdlog/spdlog.h>
 
 #include <string_view>
 #include <unordered_set>
 
-#include "daemon/bpf/probe_args.h"
+#include "daemon/source/event_filter.h"
+#include "daemon/source/event_format.h"
+#include "daemon/source/probe_args.h"
 #include "daemon/sys/error.h"
-#include "daemon/tracefs/event_filter.h"
-#include "daemon/tracefs/event_format.h"
 
 namespace stackmapd {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/bpf/sources.h"
+#include "daemon/source/sources.h"
 
 namespace stackmapd {
 

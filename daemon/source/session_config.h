@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "daemon/bpf/sources.h"
-#include "daemon/bpf/uprobe_sources.h"
 #include "daemon/model/attribution.h"
 #include "daemon/model/stack_store.h"
+#include "daemon/source/sources.h"
+#include "daemon/source/uprobe_sources.h"
 #include "stackmapd/abi.h"
 
 namespace stackmapd {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/bpf/uprobe_sources.h"
+#include "daemon/source/uprobe_sources.h"
 
 #include <fnmatch.h>
 #include <sys/stat.h>

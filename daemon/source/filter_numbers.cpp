@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/tracefs/filter_numbers.h"
+#include "daemon/source/filter_numbers.h"
 
 #include <cctype>
 #include <climits>

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/tracefs/event_filter.h"
+#include "daemon/source/event_filter.h"
 
 #include <cctype>
 #include <cstring>
 #include <vector>
 
+#include "daemon/source/filter_numbers.h"
 #include "daemon/sys/error.h"
-#include "daemon/tracefs/filter_numbers.h"
 
 namespace stackmapd {
 

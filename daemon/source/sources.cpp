@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/bpf/sources.h"
+#include "daemon/source/sources.h"
 
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/bpf/session_config.h"
+#include "daemon/source/session_config.h"
 #include "daemon/symbols/kallsyms.h"
 
 namespace stackmapd {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "daemon/bpf/uprobe_sources.h"
+#include "daemon/source/uprobe_sources.h"
 
 namespace stackmapd {
 

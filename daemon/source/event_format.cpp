@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "daemon/tracefs/event_format.h"
+#include "daemon/source/event_format.h"
 
 #include <fnmatch.h>
 #include <spdlog/spdlog.h>
