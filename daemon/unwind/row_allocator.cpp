@@ -48,11 +48,14 @@ std::optional<RowAllocator::Placement> RowAllocator::place(const Table& t, const
   if (auto it = placed_.find(t.get()); it != placed_.end())
     return Placement{it->second.first, false};
   const size_t n = t->rows.size();
-  std::optional<uint32_t> first =
-      n <= max_rows_ ? take_rows(static_cast<uint32_t>(n)) : std::nullopt;
+  if (n > max_rows_) {
+    ++counts_.rows_full;
+    return std::nullopt;
+  }
+  std::optional<uint32_t> first = take_rows(static_cast<uint32_t>(n));
   // Tried again whatever reclaim freed: freed rows join the free runs
   // around them, a run that may hold n where neither did alone.
-  if (!first && n <= max_rows_) {
+  if (!first) {
     reclaim(loading);
     first = take_rows(static_cast<uint32_t>(n));
   }

@@ -16,6 +16,11 @@ flags="-std=c++20 -O2 -DSPDLOG_FMT_EXTERNAL -DFMT_HEADER_ONLY -I$root -I$root/in
 export flags out
 find "$root/daemon" -name '*.cpp' | xargs -P "$(nproc)" -I{} sh -c \
 	'o="$out/obj/$(basename {} .cpp).o"; g++ $flags -c {} -o "$o" 2>/dev/null || echo "skipped {} (needs the BPF build)"'
+# The flame graph's script, embedded as daemon/CMakeLists.txt does (stackmapd_embed).
+cmake -DOUT="$out/flamegraph_script.cpp" -DVARS=kFlameGraphScript \
+	-DFILES="$root/daemon/export/flamegraph.js" -DHEADER=daemon/export/flamegraph_script.h \
+	-DNAMESPACE=stackmapd -P "$root/cmake/embed_files.cmake"
+g++ $flags -c "$out/flamegraph_script.cpp" -o "$out/obj/flamegraph_script.o"
 ar rcs "$out/libdaemon.a" "$out"/obj/*.o
 # shellcheck disable=SC2086
 g++ $flags -Wall -Wextra -static "$root/tests/kernel/tracefs_check.cpp" \
