@@ -174,10 +174,13 @@ struct signal_struct {
 	} live; /* threads not yet exiting; 0 once the last one is */
 } __attribute__((preserve_access_index));
 
+struct mm_struct;
+
 struct task_struct {
 	char comm[16];
 	__u64 self_exec_id;
-	int tgid;
+	int pid, tgid;
+	struct mm_struct *mm;
 	struct signal_struct *signal;
 } __attribute__((preserve_access_index));
 

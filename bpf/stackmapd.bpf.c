@@ -131,6 +131,52 @@ int stackmapd_offcpu(void *ctx)
 	return 0;
 }
 
+#include "unwind_fill.bpf.h"
+
+/* --user-stacks with unwind tables: loaded and attached only then. */
+SEC("raw_tp/sched_process_exec")
+int stackmapd_unwind_exec(void *ctx)
+{
+	unwind_exec();
+	return 0;
+}
+
+SEC("raw_tp/sched_process_fork")
+int stackmapd_unwind_fork(__u64 *ctx)
+{
+	unwind_fork((const struct task_struct *)ctx[0], (const struct task_struct *)ctx[1]);
+	return 0;
+}
+
+/* The syscall tracepoints' records (their format files): the return value,
+ * or the arguments, after the common fields and the syscall's number. */
+struct sys_exit_args {
+	__u64 common;
+	__s64 nr;
+	__s64 ret;
+};
+
+struct sys_enter_mprotect_args {
+	__u64 common;
+	__s64 nr;
+	__u64 start, len, prot;
+};
+
+SEC("tracepoint/syscalls/sys_exit_mmap")
+int stackmapd_unwind_mmap(struct sys_exit_args *ctx)
+{
+	if (ctx->ret > 0) /* an address, not an error */
+		add_code_at((__u64)ctx->ret);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_mprotect")
+int stackmapd_unwind_mprotect(struct sys_enter_mprotect_args *ctx)
+{
+	unwind_mprotect(ctx->start, ctx->len, ctx->prot);
+	return 0;
+}
+
 #include "follow.bpf.h"
 
 /* Loaded and attached only when a command is followed (-- CMD). */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * --user-stacks on x86_64: the user stack walked with the unwind tables the
- * daemon loads as it first sees each process (stackmapd/abi/unwind.h), one
- * frame per bpf_loop step (include/stackmapd/unwind_step.h), frame pointers
- * where code has no table. Stock distributions build without frame pointers,
+ * --user-stacks on x86_64: the user stack walked with the unwind tables of
+ * the files each process maps (stackmapd/abi/unwind.h), one frame per
+ * bpf_loop step (include/stackmapd/unwind_step.h), frame pointers where code
+ * has no table (yet: a file met without one is asked for). Stock distributions build without frame pointers,
  * where bpf_get_stack(BPF_F_USER_STACK) gets 1-3 frames, often garbage.
  * Included by user_stack.bpf.h.
  */
@@ -12,15 +12,22 @@
 
 #include <bpf/bpf_core_read.h>
 
-/* Every loaded file's rows, one after another; sized at load (one row when
- * off). */
+/* Every loaded file's rows, one run each; sized at load (one row when off). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct smt_unwind_row);
 	__uint(max_entries, 1);
 } unwind_rows SEC(".maps");
+
+/* (inode, device) -> where the file's rows are; the daemon's to fill and
+ * evict. Sized at load (one when off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct smt_unwind_file_key);
+	__type(value, struct smt_unwind_file);
+	__uint(max_entries, 1);
+} unwind_files SEC(".maps");
 
 /* tgid -> its code mappings; least recently used first out, so processes
  * that exited leave on their own. Sized at load (one when off). */
@@ -30,6 +37,41 @@ struct {
 	__type(value, struct smt_unwind_process);
 	__uint(max_entries, 1);
 } unwind_procs SEC(".maps");
+
+/* The files asked for, so each is asked once; the daemon deletes a file's
+ * key when it evicts its rows. Sized at load (one when off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct smt_unwind_file_key);
+	__type(value, __u8);
+	__uint(max_entries, 1);
+} unwind_asked SEC(".maps");
+
+/* The daemon's queue of files to build tables for (struct smt_unwind_wanted). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} unwind_wanted SEC(".maps");
+
+/* Asks the daemon once for the table of m's file, mapped in process tgid. */
+static __always_inline void smt_unwind_want(__u32 tgid, const struct smt_unwind_mapping *m)
+{
+	const struct smt_unwind_file_key *key = SMT_UNWIND_KEY_OF(m);
+	struct smt_unwind_wanted *w;
+	__u8 one = 1;
+
+	if (bpf_map_update_elem(&unwind_asked, key, &one, BPF_NOEXIST))
+		return; /* asked already, or the map is busy on this CPU: next time */
+	w = bpf_ringbuf_reserve(&unwind_wanted, sizeof(*w), 0);
+	if (!w) {
+		bpf_map_delete_elem(&unwind_asked, key); /* not sent: ask again */
+		return;
+	}
+	w->tgid = tgid;
+	w->zero = 0;
+	w->mapping = *m;
+	bpf_ringbuf_submit(w, 0);
+}
 
 static __always_inline const struct smt_unwind_row *smt_unwind_row_at(void *rows, __u32 idx)
 {
@@ -102,15 +144,28 @@ __noinline int smt_unwind_mapping_at(__u32 tgid, __u64 ip, struct smt_unwind_map
 	return 1;
 }
 
-/* The row of pc in mapping m, copied to *out: 1; 0 when none. */
-__noinline int smt_unwind_row_in(const struct smt_unwind_mapping *m, __u64 pc,
-				 struct smt_unwind_row *out)
+/* The row of pc in mapping m of process tgid, copied to *out: 1; 0 when
+ * none. A file whose table is not loaded is asked for; one whose is, is
+ * stamped with `now` (smt_unwind_file.used). */
+__noinline int smt_unwind_row_in(const struct smt_unwind_mapping *m, __u64 pc, __u32 tgid,
+				 __u64 now, struct smt_unwind_row *out)
 {
 	const struct smt_unwind_row *row;
+	struct smt_unwind_file *f;
+	__u32 at;
 
-	if (!m || !out || !m->nr_rows)
+	if (!m || !out || !m->ino)
+		return 0; /* code in no file: frame pointers */
+	f = bpf_map_lookup_elem(&unwind_files, SMT_UNWIND_KEY_OF(m));
+	if (!f) {
+		smt_unwind_want(tgid, m);
 		return 0;
-	row = smt_unwind_row_of(0, m, pc);
+	}
+	if (f->used != now) /* a shared line written once a second at most */
+		f->used = now;
+	if (!f->nr_rows || !smt_unwind_pc(m, f, pc, &at))
+		return 0;
+	row = smt_unwind_row_of(0, f, at);
 	if (!row)
 		return 0;
 	*out = *row;
@@ -120,6 +175,7 @@ __noinline int smt_unwind_row_in(const struct smt_unwind_mapping *m, __u64 pc,
 struct unwind_walk {
 	struct smt_unwind_regs r;
 	__u64 *ips;
+	__u64 now; /* smt_unwind_file.used's clock: CLOCK_MONOTONIC's ns >> 30 */
 	__u32 tgid;
 	__u32 nr;
 	__u32 stop; /* the counter the walk ended in; 0 while it goes on */
@@ -143,7 +199,7 @@ static long unwind_step_cb(__u32 i, void *ctx)
 	w->ips[i] = w->r.ip;
 	w->nr = i + 1;
 	if (found == 1)
-		has_row = smt_unwind_row_in(&m, smt_unwind_lookup_pc(&w->r), &row);
+		has_row = smt_unwind_row_in(&m, smt_unwind_lookup_pc(&w->r), w->tgid, w->now, &row);
 	w->stop = smt_unwind_step(has_row ? &row : 0, &w->r);
 	return w->stop != 0;
 }
@@ -175,6 +231,7 @@ static __always_inline __u32 unwind_user(void *ctx, __u64 *ips, __u32 tgid, __u3
 		*stop = SMC_USER_NOT_LOADED;
 		return fp_user_stack(ctx, ips, SMT_MAX_USER_DEPTH, at_entry);
 	}
+	w.now = bpf_ktime_get_ns() >> 30;
 	bpf_loop(SMT_MAX_USER_DEPTH, unwind_step_cb, &w, 0);
 	*stop = w.stop ? w.stop : SMC_USER_TRUNCATED;
 	return w.nr;

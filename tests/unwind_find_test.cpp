@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 // The BPF walker's searches (include/stackmapd/unwind_find.h) over tables
 // laid out as the maps hold them, for this very process's mappings: every
-// row of libc found at its ip, and libc's pc_bias is where the loader put it.
+// row of libc found at its ip, and libc's pcs are its ELF addresses.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -36,10 +36,12 @@ namespace {
 
 #if defined(__x86_64__)
 
-// This process's executable mappings that have a table, laid out as the maps hold them.
+// This process's executable mappings that have a table, laid out as the maps
+// hold them: the rows of each file once, its file entry, the process's entry.
 struct Loaded {
   HostRows rows;
   smt_unwind_process proc{};
+  std::vector<smt_unwind_file> files;                   // by mapping
   std::vector<std::shared_ptr<const CfiTable>> tables;  // by mapping
 };
 
@@ -56,18 +58,28 @@ Loaded load_self() {
     } catch (const Error&) {
       continue;  // no CFI: frame pointers there
     }
-    const auto bias = t->pc_bias(f.start, f.pgoff);
-    if (!bias || l.proc.nr == SMT_UNWIND_MAPPINGS_MAX) continue;
+    const auto pc_off = t->pc_off(f.pgoff);
+    if (!pc_off || l.proc.nr == SMT_UNWIND_MAPPINGS_MAX) continue;
     auto [at, added] = first_rows.emplace(t.get(), static_cast<uint32_t>(l.rows.rows.size()));
     if (added) l.rows.rows.insert(l.rows.rows.end(), t->rows.begin(), t->rows.end());
-    l.proc.mappings[l.proc.nr++] = {f.start, f.end, *bias, at->second,
-                                    static_cast<uint32_t>(t->rows.size())};
+    l.proc.mappings[l.proc.nr++] = {f.start, f.end, f.inode, f.dev,
+                                    static_cast<uint32_t>(f.pgoff >> SMT_UNWIND_PAGE_SHIFT)};
+    l.files.push_back({*pc_off, at->second, static_cast<uint32_t>(t->rows.size()), 0});
     l.tables.push_back(t);
   }
   return l;
 }
 
-TEST(UnwindFind, LibcBiasIsWhereTheLoaderPutIt) {
+// The row the walker finds at ip, in the table of the mapping that holds it.
+const smt_unwind_row* row_at(Loaded& l, uint64_t ip) {
+  const smt_unwind_mapping* m = smt_unwind_mapping_of(&l.proc, ip);
+  if (!m) return nullptr;
+  const smt_unwind_file& f = l.files[m - l.proc.mappings];
+  __u32 pc = 0;
+  return smt_unwind_pc(m, &f, ip, &pc) ? smt_unwind_row_of(&l.rows, &f, pc) : nullptr;
+}
+
+TEST(UnwindFind, LibcPcIsItsElfAddress) {
   Loaded l = load_self();
   void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
   ASSERT_NE(libc, nullptr);
@@ -77,11 +89,16 @@ TEST(UnwindFind, LibcBiasIsWhereTheLoaderPutIt) {
   dlclose(libc);
   const smt_unwind_mapping* m = smt_unwind_mapping_of(&l.proc, ip);
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m->pc_bias, reinterpret_cast<uint64_t>(info.dli_fbase));  // libc's vaddrs start at 0
+  EXPECT_NE(m->ino, 0u) << "libc's inode, as the kernel names it";
+  const smt_unwind_file& f = l.files[m - l.proc.mappings];
+  __u32 pc = 0;
+  ASSERT_TRUE(smt_unwind_pc(m, &f, ip, &pc));
+  const uint64_t vaddr = ip - reinterpret_cast<uint64_t>(info.dli_fbase);  // libc's start at 0
+  EXPECT_EQ(pc, vaddr - l.tables[m - l.proc.mappings]->base);
   const CfiTable& t = *l.tables[m - l.proc.mappings];
-  const smt_unwind_row* want = t.find(ip - reinterpret_cast<uint64_t>(info.dli_fbase));
+  const smt_unwind_row* want = t.find(vaddr);
   ASSERT_NE(want, nullptr);
-  EXPECT_EQ(smt_unwind_row_of(&l.rows, m, ip), &l.rows.rows[m->first_row + (want - t.rows.data())]);
+  EXPECT_EQ(row_at(l, ip), &l.rows.rows[f.first_row + (want - t.rows.data())]);
 }
 
 TEST(UnwindFind, EveryRowOfEveryMappingAtItsIp) {
@@ -90,18 +107,20 @@ TEST(UnwindFind, EveryRowOfEveryMappingAtItsIp) {
   size_t checked = 0;
   for (uint32_t i = 0; i < l.proc.nr; ++i) {
     const smt_unwind_mapping& m = l.proc.mappings[i];
+    const smt_unwind_file& f = l.files[i];
     EXPECT_EQ(smt_unwind_mapping_of(&l.proc, m.start), &m);
     EXPECT_EQ(smt_unwind_mapping_of(&l.proc, m.end - 1), &m);
     if (i + 1 == l.proc.nr || l.proc.mappings[i + 1].start != m.end) {
       EXPECT_EQ(smt_unwind_mapping_of(&l.proc, m.end), nullptr);
     }
-    for (uint32_t r = 0; r < m.nr_rows; ++r) {
-      const uint64_t ip = l.rows.rows[m.first_row + r].pc + m.pc_bias;
-      if (ip < m.start || ip >= m.end) continue;  // rows of another segment's mapping
-      ASSERT_EQ(smt_unwind_row_of(&l.rows, &m, ip), &l.rows.rows[m.first_row + r]) << i << " " << r;
-      if (r > 0)
-        ASSERT_EQ(smt_unwind_row_of(&l.rows, &m, ip - 1), &l.rows.rows[m.first_row + r - 1]);
-      else ASSERT_EQ(smt_unwind_row_of(&l.rows, &m, ip - 1), nullptr);  // below the first row
+    // A row's ip: its pc back to a file offset, then to where m maps it.
+    const uint64_t bias = m.start - (uint64_t{m.pgoff} << SMT_UNWIND_PAGE_SHIFT) - f.pc_off;
+    for (uint32_t r = 0; r < f.nr_rows; ++r) {
+      const uint64_t ip = l.rows.rows[f.first_row + r].pc + bias;
+      if (ip <= m.start || ip >= m.end) continue;  // rows of another segment's mapping
+      ASSERT_EQ(row_at(l, ip), &l.rows.rows[f.first_row + r]) << i << " " << r;
+      if (r > 0) ASSERT_EQ(row_at(l, ip - 1), &l.rows.rows[f.first_row + r - 1]);
+      else ASSERT_EQ(row_at(l, ip - 1), nullptr);  // below the first row
       ++checked;
     }
   }

@@ -22,23 +22,20 @@
 #include <vector>
 
 #include "daemon/symbols/user_maps.h"
-#include "daemon/sys/mapping.h"
 #include "daemon/sys/unique_fd.h"
 #include "daemon/unwind/unwind_loader.h"
+#include "unwind_test_maps.h"
 
 namespace {
 
-struct HostRows {
-  const smt_unwind_row* rows;
-  uint32_t n;
-};
-thread_local pid_t g_target;  // whose memory smt_unwind_read reads
+thread_local pid_t g_target;        // whose memory smt_unwind_read reads
+thread_local smt_unwind_row g_row;  // the last row read
 
 }  // namespace
 
-static const smt_unwind_row* smt_unwind_row_at(void* rows, __u32 idx) {
-  const auto* r = static_cast<const HostRows*>(rows);
-  return idx < r->n ? &r->rows[idx] : nullptr;
+// Read from the rows map itself, as the walker does.
+static const smt_unwind_row* smt_unwind_row_at(void* rows_fd, __u32 idx) {
+  return bpf_map_lookup_elem(*static_cast<int*>(rows_fd), &idx, &g_row) == 0 ? &g_row : nullptr;
 }
 
 static int smt_unwind_read(__u64* dst, __u64 addr) {
@@ -54,7 +51,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uint32_t kRows = SMT_UNWIND_ROWS_MAX;
+constexpr uint32_t kRows = 1u << 18;
 
 // A workload started and stopped under ptrace where it waits.
 class Stopped {
@@ -138,25 +135,18 @@ struct Walk {
 // The walker's loop, as bpf/user_unwind.bpf.h runs it, over the maps the
 // loader filled.
 Walk walk(const Stopped& s) {
-  LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
-  UniqueFd rows_fd(bpf_map_create(BPF_MAP_TYPE_ARRAY, "unwind_rows", 4, sizeof(smt_unwind_row),
-                                  kRows, &mmapable));
-  UniqueFd procs_fd(bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "unwind_procs", 4,
-                                   sizeof(smt_unwind_process), 16, nullptr));
-  EXPECT_TRUE(rows_fd && procs_fd) << "BPF maps: run as root";
-  UnwindLoader loader(rows_fd.get(), kRows, procs_fd.get(),
-                      [](const std::string& p) { return build_cfi_table(p); });
-  const std::optional<ProcessMaps> maps = ProcessMaps::read(static_cast<uint32_t>(s.pid()));
-  EXPECT_TRUE(maps.has_value());
-  EXPECT_TRUE(loader.load(static_cast<uint32_t>(s.pid()), 0, *maps));
+  const TestUnwindMaps maps(kRows);
+  EXPECT_TRUE(maps.ok()) << "BPF maps: run as root";
+  UnwindLoader loader(maps.fds(), kRows, [](const std::string& p) { return build_cfi_table(p); });
+  const std::optional<ProcessMaps> proc = ProcessMaps::read(static_cast<uint32_t>(s.pid()));
+  EXPECT_TRUE(proc.has_value());
+  EXPECT_TRUE(loader.load(static_cast<uint32_t>(s.pid()), 0, *proc));
   EXPECT_GT(loader.counts().tables, 0u);
 
   smt_unwind_process p = {};
   const uint32_t key = static_cast<uint32_t>(s.pid());
-  EXPECT_EQ(bpf_map_lookup_elem(procs_fd.get(), &key, &p), 0);
-  const Mapping rows(rows_fd.get(), size_t{kRows} * sizeof(smt_unwind_row), PROT_READ, 0,
-                     "the test's rows");
-  HostRows host = {rows.as<const smt_unwind_row>(), kRows};
+  EXPECT_EQ(bpf_map_lookup_elem(maps.procs.get(), &key, &p), 0);
+  int rows_fd = maps.rows.get();
 
   Walk w;
   g_target = s.pid();
@@ -168,8 +158,17 @@ Walk walk(const Stopped& s) {
       break;
     }
     w.ips.push_back(r.ip);
-    const smt_unwind_row* row =
-        m && m->nr_rows ? smt_unwind_row_of(&host, m, smt_unwind_lookup_pc(&r)) : nullptr;
+    smt_unwind_file f = {};
+    smt_unwind_file_key fk = {};
+    const smt_unwind_row* row = nullptr;
+    __u32 pc = 0;
+    if (m) {
+      fk.ino = m->ino;
+      fk.dev = m->dev;
+    }
+    if (m && m->ino && bpf_map_lookup_elem(maps.files.get(), &fk, &f) == 0 &&
+        smt_unwind_pc(m, &f, smt_unwind_lookup_pc(&r), &pc))
+      row = smt_unwind_row_of(&rows_fd, &f, pc);
     w.stop = smt_unwind_step(row, &r);
   }
   return w;

@@ -172,8 +172,15 @@ bool BpfObject::load_own(const SessionConfig& config) {
   // The user stack table: as large as the kernel's, one entry each when off.
   bpf_map__set_max_entries(skel_->maps.uslots, config.user_stacks ? 2u << bits_ : 1);
   bpf_map__set_max_entries(skel_->maps.upool, config.user_stacks ? 1u << bits_ : 1);
-  bpf_map__set_max_entries(skel_->maps.unwind_rows, config.user_unwind ? kUnwindRows : 1);
-  bpf_map__set_max_entries(skel_->maps.unwind_procs, config.user_unwind ? kUnwindProcesses : 1);
+  const bool unwind = config.user_unwind;
+  bpf_map__set_max_entries(skel_->maps.unwind_rows, unwind ? config.unwind_rows : 1);
+  bpf_map__set_max_entries(skel_->maps.unwind_files, unwind ? kUnwindFiles : 1);
+  bpf_map__set_max_entries(skel_->maps.unwind_asked, unwind ? kUnwindFiles : 1);
+  bpf_map__set_max_entries(skel_->maps.unwind_procs, unwind ? kUnwindProcesses : 1);
+  for (bpf_program* p :
+       {skel_->progs.stackmapd_unwind_exec, skel_->progs.stackmapd_unwind_fork,
+        skel_->progs.stackmapd_unwind_mmap, skel_->progs.stackmapd_unwind_mprotect})
+    bpf_program__set_autoload(p, unwind);
 
   bool take_over = false;
   if (!pin_dir_.empty()) {
@@ -206,8 +213,9 @@ bool BpfObject::load_own(const SessionConfig& config) {
   pool_fd_ = bpf_map__fd(skel_->maps.pool);
   uslots_fd_ = bpf_map__fd(skel_->maps.uslots);
   upool_fd_ = bpf_map__fd(skel_->maps.upool);
-  unwind_rows_fd_ = bpf_map__fd(skel_->maps.unwind_rows);
-  unwind_procs_fd_ = bpf_map__fd(skel_->maps.unwind_procs);
+  unwind_fds_ = {bpf_map__fd(skel_->maps.unwind_rows), bpf_map__fd(skel_->maps.unwind_files),
+                 bpf_map__fd(skel_->maps.unwind_procs), bpf_map__fd(skel_->maps.unwind_asked),
+                 bpf_map__fd(skel_->maps.unwind_wanted)};
   batches_fd_ = bpf_map__fd(skel_->maps.batches);
   ids_fd_ = bpf_map__fd(skel_->maps.ids);
   offcpu_start_fd_ = bpf_map__fd(skel_->maps.offcpu_start);
@@ -216,6 +224,20 @@ bool BpfObject::load_own(const SessionConfig& config) {
   offcpu_prog_ = config.offcpu ? bpf_program__fd(skel_->progs.stackmapd_offcpu) : -1;
   kprobe_program_ = kprobes ? skel_->progs.stackmapd_kprobe : nullptr;
   globals_ = &skel_->bss->globals;
+  if (unwind) {
+    // Before any process is read: no exec or mapping goes unseen in between.
+    unwind_exec_.reset(bpf_program__attach(skel_->progs.stackmapd_unwind_exec));
+    if (unwind_exec_) unwind_fork_.reset(bpf_program__attach(skel_->progs.stackmapd_unwind_fork));
+    if (unwind_fork_) unwind_mmap_.reset(bpf_program__attach(skel_->progs.stackmapd_unwind_mmap));
+    if (unwind_mmap_)
+      unwind_mprotect_.reset(bpf_program__attach(skel_->progs.stackmapd_unwind_mprotect));
+    if (!unwind_mprotect_)
+      throw Error(
+          "--user-unwind tables: cannot follow execs, forks and code mappings "
+          "(sched_process_exec, sched_process_fork, syscalls:sys_exit_mmap, "
+          "sys_enter_mprotect): " +
+          errno_text(errno) + ": use --user-unwind fp");
+  }
   if (config.follow_command) {
     // Before the command runs, so that none of its forks goes unseen.
     follow_fork_.reset(bpf_program__attach_trace(skel_->progs.stackmapd_follow_fork));

@@ -18,6 +18,7 @@
 #include "daemon/source/session_config.h"
 #include "daemon/sys/bpf_handles.h"
 #include "daemon/sys/mapping.h"
+#include "daemon/unwind/unwind_maps.h"
 #include "stackmapd/abi.h"
 
 struct stackmapd_bpf;
@@ -45,13 +46,14 @@ class BpfObject {
   bool user_table_pinned() const { return user_pinned_; }
   bool user_stacks() const { return config_.user_stacks; }
   // --user-stacks with unwind tables (stackmapd/abi/unwind.h): the rows
-  // (kUnwindRows of them, mmapable) and the per-process entries; one entry
-  // each when off.
-  static constexpr uint32_t kUnwindRows = SMT_UNWIND_ROWS_MAX;
-  static constexpr uint32_t kUnwindProcesses = 1024;  // 2 MiB; the least recent go first
+  // (SessionConfig::unwind_rows of them), the files', the per-process
+  // entries, the files asked for and the ring that asks; one entry each when
+  // off. The programs that fill the process entries are attached at load.
+  static constexpr uint32_t kUnwindFiles = 8192;      // 320 KiB
+  static constexpr uint32_t kUnwindProcesses = 2048;  // 4 MiB; the least recent go first
   bool user_unwind() const { return config_.user_unwind; }
-  int unwind_rows_fd() const { return unwind_rows_fd_; }
-  int unwind_procs_fd() const { return unwind_procs_fd_; }
+  uint32_t unwind_rows() const { return config_.unwind_rows; }
+  const UnwindMapFds& unwind_fds() const { return unwind_fds_; }
   // The per-CPU batches (smt_batch): batch_count() = possible CPUs x SMT_MAX_NEST.
   int batches_fd() const { return batches_fd_; }
   uint32_t batch_count() const { return batch_count_; }
@@ -119,8 +121,11 @@ class BpfObject {
   StackmapdSkeleton skel_;             // our own object, without --pinned
   Mapping pinned_globals_;             // --pinned: the globals map, mmapped
   BpfLink follow_fork_, follow_exit_;  // -- CMD: keep the tracked map, from load on
+  // --user-stacks with tables: the process entries' writers, from load on.
+  BpfLink unwind_exec_, unwind_fork_, unwind_mmap_, unwind_mprotect_;
+  UnwindMapFds unwind_fds_;
   int slots_fd_ = -1, pool_fd_ = -1, batches_fd_ = -1, ids_fd_ = -1;
-  int uslots_fd_ = -1, upool_fd_ = -1, unwind_rows_fd_ = -1, unwind_procs_fd_ = -1;
+  int uslots_fd_ = -1, upool_fd_ = -1;
   int tracepoint_prog_ = -1, profile_prog_ = -1, offcpu_prog_ = -1, offcpu_start_fd_ = -1;
   smt_globals* globals_ = nullptr;               // skel_'s .bss, or pinned_globals_
   const bpf_program* kprobe_program_ = nullptr;  // skel_'s

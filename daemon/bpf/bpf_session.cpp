@@ -48,8 +48,8 @@ std::unique_ptr<UserStackCollector> user_stack_collector(const BpfObject& object
   if (object.user_unwind()) {
     // Tables are parsed in a sandbox of their own (the unwind thread's).
     auto parser = std::make_shared<SandboxedParser>("unwind tables");
-    unwind = std::make_unique<UnwindLoader>(object.unwind_rows_fd(), BpfObject::kUnwindRows,
-                                            object.unwind_procs_fd(), sandboxed_tables(parser));
+    unwind = std::make_unique<UnwindLoader>(object.unwind_fds(), object.unwind_rows(),
+                                            sandboxed_tables(parser));
     for (uint32_t pid : pids)
       if (std::optional<ProcessMaps> maps =
               ProcessMaps::read(pid, "/proc", nullptr, sandboxed_build_ids(*parser)))
@@ -71,7 +71,7 @@ void put_user_counts(TableStats& s, const UserStackCounts& c) {
   s.unwind_tables = c.unwind.tables;
   s.unwind_rows = c.unwind.rows;
   s.unwind_rows_full = c.unwind.rows_full;
-  s.unwind_tables_freed = c.unwind.tables_freed;
+  s.unwind_tables_freed = c.unwind.tables_evicted;  // their rows went to others
 }
 
 int membarrier_global() {

@@ -10,6 +10,7 @@
 #include "daemon/source/process_filters.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/preflight.h"
+#include "stackmapd/abi.h"
 
 namespace stackmapd {
 
@@ -98,6 +99,9 @@ void add_session_options(OptionTable& t, SessionOptions& o, Command command) {
   option(kShapesBpf, "--user-unwind", o.user_unwind,
          "With --user-stacks: 'tables' (.eh_frame, the default on x86_64) or 'fp' "
          "(frame pointers only, as perf -g)");
+  option(kShapesBpf, "--unwind-memory", o.unwind_memory_mib,
+         "With --user-unwind tables: MiB of unwind rows for all binaries together "
+         "(default 16); past it, the tables walked least recently make room");
   option(kShapesBpf, "--min-block-us", o.min_block_us,
          "With --offcpu: leave out blocks shorter than this (default 1)");
   shown(option(kShapesBpf, "--max-keys", o.max_keys,
@@ -190,6 +194,14 @@ SessionConfig SessionOptions::session_config() const {
   s.uprobes = resolve_uprobes(uprobes, s.filter_pids);
   s.user_stacks = user_stacks || !uprobes.empty();
   s.user_unwind = user_unwind_tables(s.user_stacks, user_unwind);
+  if (unwind_memory_mib) {
+    if (!s.user_unwind)
+      throw Error("--unwind-memory applies to --user-stacks with unwind tables: add --user-stacks");
+    if (*unwind_memory_mib < 1 || *unwind_memory_mib > 2048)
+      throw Error("--unwind-memory " + std::to_string(*unwind_memory_mib) +
+                  ": give 1 to 2048 (MiB)");
+    s.unwind_rows = *unwind_memory_mib * (1u << 20) / static_cast<uint32_t>(sizeof(smt_unwind_row));
+  }
   if (user_stacks && !pinned.empty())
     throw Error(
         "--user-stacks needs stackmapd's own BPF object (the pinned one has no user stack "

@@ -39,6 +39,7 @@ struct SessionOptions {
   bool user_stacks = false;
   std::string user_unwind;  // --user-unwind tables|fp; empty: tables where built for (x86_64)
   std::optional<uint32_t> min_block_us;
+  std::optional<uint32_t> unwind_memory_mib;  // --unwind-memory
   uint32_t max_keys = StackStore::kDefaultMaxKeyPairs;
 
   // Every check of these values, for both commands; `functions` stay
@@ -49,7 +50,8 @@ struct SessionOptions {
 enum class Command { foreground, daemon };
 
 // Adds -e, --bits, --ringbuf-kb, --verify, --pinned, --by, --sum, --hist, --filter, --offcpu,
-// --user-stacks, --user-unwind, --min-block-us, --max-keys, and for the foreground -f,
+// --user-stacks, --user-unwind, --unwind-memory, --min-block-us, --max-keys, and for the foreground
+// -f,
 // --probe-mechanism, -u, --profile, --pid, --comm, --cgroup, --cpu, each with its traits, to
 // table.app(), bound to `options`; their defaults are what `options` holds now.
 void add_session_options(OptionTable& table, SessionOptions& options, Command command);

@@ -49,6 +49,10 @@ struct CgroupFilter {
 // tracepoints (the service's reload); any other difference needs a new
 // session. A new option that fixes something at load belongs here, and so
 // takes part in that comparison by construction.
+// --user-unwind tables' rows, all files' together: 16 MiB of 8-byte rows
+// (libc's 28 k, cc1plus's 472 k, libLLVM's 837 k).
+inline constexpr uint32_t kDefaultUnwindRows = 2u << 20;
+
 struct TableConfig {
   // -f: fentry (one program per function), or kprobes (FunctionTarget::kprobe_because).
   std::vector<FunctionTarget> functions;
@@ -87,6 +91,8 @@ struct TableConfig {
   // ... walked with unwind tables (x86_64; --user-unwind tables, the
   // default there), else by frame pointers.
   bool user_unwind = false;
+  // ... in this many rows of tables, all files' together (--unwind-memory).
+  uint32_t unwind_rows = kDefaultUnwindRows;
   // -- CMD: only the processes in the `tracked` map (bpf/follow.bpf.h), kept
   // from the pid given to BpfObject::track() by fork and exit.
   bool follow_command = false;

@@ -91,18 +91,21 @@ ProcessMaps ProcessMaps::parse(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    uint64_t start, end, pgoff;
+    uint64_t start, end, pgoff, inode;
+    unsigned major, minor;
     char perms[8] = {};
     int path_at = -1;
-    if (sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*u %n", &start, &end,
-               perms, &pgoff, &path_at) < 4 ||
+    if (sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n", &start,
+               &end, perms, &pgoff, &major, &minor, &inode, &path_at) < 7 ||
         path_at < 0)
       continue;
     // Only code: a return address lies in an executable mapping.
     if (perms[2] != 'x') continue;
     std::string path = line.substr(path_at);
     if (path.empty() || path[0] == '[') m.other_code_.push_back(CodeRange{start, end, path});
-    else m.files_.push_back(MappedFile{start, end, pgoff, path, "", "", {}});
+    else
+      m.files_.push_back(
+          MappedFile{start, end, pgoff, path, "", "", {}, major << 20 | minor, inode});
   }
   std::sort(m.files_.begin(), m.files_.end(),
             [](const MappedFile& a, const MappedFile& b) { return a.start < b.start; });

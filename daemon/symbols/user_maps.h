@@ -30,6 +30,10 @@ struct MappedFile {
   std::string open_path;
   // The file open_path named when read: what a later open of `path` must find.
   FileIdentity identity;
+  // The file as the kernel names it (stackmapd/abi/unwind.h's file key):
+  // its superblock's device (major << 20 | minor) and inode number.
+  uint32_t dev = 0;
+  uint64_t inode = 0;
 };
 
 // Code in no file: the vdso, JIT code in anonymous memory.

@@ -238,12 +238,12 @@ const smt_unwind_row* CfiTable::find(uint64_t vaddr) const {
   return it == rows.begin() ? nullptr : &*(it - 1);
 }
 
-std::optional<uint64_t> CfiTable::pc_bias(uint64_t start, uint64_t pgoff) const {
-  // A mapping starts on the page of its segment's p_offset, and an ip maps to
-  // vaddr = ip - start + pgoff + (p_vaddr - p_offset).
+std::optional<uint64_t> CfiTable::pc_off(uint64_t pgoff) const {
+  // A mapping starts on the page of its segment's p_offset, and a file
+  // offset maps to vaddr = offset + (p_vaddr - p_offset).
   for (const Segment& s : segments)
     if (pgoff >= (s.offset & ~uint64_t{0xfff}) && pgoff < s.offset + s.filesz)
-      return start - pgoff + s.offset - s.vaddr + base;
+      return s.vaddr - s.offset - base;
   return std::nullopt;
 }
 

@@ -31,10 +31,10 @@ struct CfiTable {
 
   // The row that applies at ELF virtual address `vaddr`; nullptr before the first.
   const smt_unwind_row* find(uint64_t vaddr) const;
-  // smt_unwind_mapping's pc_bias (a row's pc = ip - pc_bias) for this file
-  // mapped at `start` from file offset `pgoff` (/proc/PID/maps); nullopt when
-  // that offset lies in no executable segment.
-  std::optional<uint64_t> pc_bias(uint64_t start, uint64_t pgoff) const;
+  // smt_unwind_file's pc_off (a row's pc = file offset + pc_off) for this
+  // file mapped from file offset `pgoff`; nullopt when that offset lies in
+  // no executable segment.
+  std::optional<uint64_t> pc_off(uint64_t pgoff) const;
   size_t bytes() const { return rows.size() * sizeof(smt_unwind_row); }
 };
 

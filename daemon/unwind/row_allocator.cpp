@@ -1,18 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/unwind/row_allocator.h"
 
-#include <signal.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <iterator>
 
 namespace stackmapd {
 
-bool process_gone(uint32_t pid) { return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
-
-RowAllocator::RowAllocator(uint32_t max_rows, ProcessGone gone)
-    : max_rows_(max_rows), gone_(std::move(gone)) {
+RowAllocator::RowAllocator(uint32_t max_rows) : max_rows_(max_rows) {
   counts_.max_rows = max_rows;
   if (max_rows) free_.emplace(0, max_rows);
 }
@@ -44,63 +38,44 @@ void RowAllocator::give_back(uint32_t first, uint32_t n) {
   }
 }
 
-std::optional<RowAllocator::Placement> RowAllocator::place(const Table& t, const Tables& loading) {
-  if (auto it = placed_.find(t.get()); it != placed_.end())
-    return Placement{it->second.first, false};
-  const size_t n = t->rows.size();
-  if (n > max_rows_) {
-    ++counts_.rows_full;
-    return std::nullopt;
+bool RowAllocator::evict_one(uint64_t now, const LastUse& last_use) {
+  auto oldest = placed_.end();
+  uint64_t oldest_use = 0;
+  for (auto it = placed_.begin(); it != placed_.end(); ++it) {
+    const uint64_t use = std::max(last_use(it->first), it->second.placed_at);
+    if (use + kInUseTicks > now) continue;  // in use: kept
+    if (oldest == placed_.end() || use < oldest_use) {
+      oldest = it;
+      oldest_use = use;
+    }
   }
-  std::optional<uint32_t> first = take_rows(static_cast<uint32_t>(n));
-  // Tried again whatever reclaim freed: freed rows join the free runs
+  if (oldest == placed_.end()) return false;
+  const auto n = static_cast<uint32_t>(oldest->first->rows.size());
+  give_back(oldest->second.first, n);
+  counts_.rows -= n;
+  --counts_.tables;
+  ++counts_.tables_evicted;
+  evicted_.push_back(oldest->first);
+  placed_.erase(oldest);
+  return true;
+}
+
+std::optional<RowAllocator::Placement> RowAllocator::place(const Table& t, uint64_t now,
+                                                           const LastUse& last_use) {
+  if (auto it = placed_.find(t); it != placed_.end()) return Placement{it->second.first, false};
+  const auto n = static_cast<uint32_t>(std::min<size_t>(t->rows.size(), UINT32_MAX));
+  std::optional<uint32_t> first = n <= max_rows_ ? take_rows(n) : std::nullopt;
+  // Evicted one at a time, tried after each: freed rows join the free runs
   // around them, a run that may hold n where neither did alone.
-  if (!first) {
-    reclaim(loading);
-    first = take_rows(static_cast<uint32_t>(n));
-  }
+  while (!first && n <= max_rows_ && evict_one(now, last_use)) first = take_rows(n);
   if (!first) {
     ++counts_.rows_full;
     return std::nullopt;
   }
   counts_.rows += n;
   ++counts_.tables;
-  placed_.emplace(t.get(), Placed{t, *first, 0});
+  placed_.emplace(t, Placed{*first, now});
   return Placement{*first, true};
-}
-
-void RowAllocator::set_users(uint32_t pid, Tables used) {
-  // Counted before the old list is let go: a table in both keeps its place.
-  for (const auto& t : used) ++placed_.at(t.get()).users;
-  auto it = users_.find(pid);
-  if (it != users_.end()) {
-    for (const auto& t : it->second) --placed_.at(t.get()).users;
-    users_.erase(it);
-  }
-  if (!used.empty()) users_.emplace(pid, std::move(used));
-}
-
-void RowAllocator::reclaim(const Tables& loading) {
-  std::vector<uint32_t> gone;
-  for (const auto& [pid, tables] : users_)
-    if (gone_(pid)) gone.push_back(pid);
-  for (const uint32_t pid : gone) {
-    set_users(pid, {});
-    gone_pids_.push_back(pid);
-  }
-  for (auto it = placed_.begin(); it != placed_.end();) {
-    if (it->second.users || std::any_of(loading.begin(), loading.end(),
-                                        [&](const auto& t) { return t.get() == it->first; })) {
-      ++it;
-      continue;
-    }
-    const auto n = static_cast<uint32_t>(it->first->rows.size());
-    give_back(it->second.first, n);
-    counts_.rows -= n;
-    --counts_.tables;
-    ++counts_.tables_freed;
-    it = placed_.erase(it);
-  }
 }
 
 }  // namespace stackmapd

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
-// Where the files' unwind rows sit in the walker's fixed array of rows
-// (stackmapd/abi/unwind.h) and which processes are listed with them: the
-// bookkeeping of UnwindLoader, apart from the maps it writes (UnwindMaps),
-// so that placement is tested without the kernel. A file's rows are placed
-// once, however many processes use them, in one run of free rows, and stay
-// while a process listed with them lives. When a file does not fit, the
-// processes that exited are forgotten and the rows only they used are given
-// back first.
+// Where the files' unwind rows sit in the walker's array of rows
+// (stackmapd/abi/unwind.h), within its fixed budget: the bookkeeping of
+// UnwindLoader, apart from the maps it writes (UnwindMaps), so that placement
+// and eviction are tested without the kernel. A table's rows are placed once,
+// in one run of free rows, however many files (copies with one build id) and
+// processes use them. When a table does not fit, the tables used least
+// recently are evicted first, but never one a walk used in the last
+// kInUseTicks: a binary in use keeps its rows, and the newcomer is refused.
 #pragma once
 
 #include <cstdint>
@@ -21,62 +21,52 @@
 
 namespace stackmapd {
 
-// Whether process `pid` exited and was reaped.
-using ProcessGone = std::function<bool(uint32_t pid)>;
-// kill(pid, 0): a zombie still answers, its rows wait until it is reaped.
-bool process_gone(uint32_t pid);
-
 struct RowCounts {
-  uint64_t tables = 0;  // files whose rows are placed
+  uint64_t tables = 0;  // tables whose rows are placed
   uint64_t rows = 0;    // rows in use, of max_rows
   uint64_t max_rows = 0;
-  uint64_t rows_full = 0;     // files not placed: no run of free rows long enough
-  uint64_t tables_freed = 0;  // files whose rows were given back: their processes exited
+  uint64_t rows_full = 0;       // tables refused: the budget is full of tables in use
+  uint64_t tables_evicted = 0;  // tables whose rows went to others: used least recently
 };
 
 class RowAllocator {
  public:
   using Table = std::shared_ptr<const CfiTable>;
-  using Tables = std::vector<Table>;
+  // Time in smt_unwind_file::used's unit (about a second, unwind_maps.h).
+  using LastUse = std::function<uint64_t(const Table&)>;
+  static constexpr uint64_t kInUseTicks = 30;
 
-  explicit RowAllocator(uint32_t max_rows, ProcessGone gone = process_gone);
+  explicit RowAllocator(uint32_t max_rows);
 
   struct Placement {
     uint32_t first = 0;  // the table's first row
     bool fresh = false;  // placed by this call: its rows are to be written there
   };
-  // The rows of `t`, placed the first time; nullopt (counted) when full.
-  // `loading`: the tables the entry being built lists so far, kept though
-  // no process is listed with them yet.
-  std::optional<Placement> place(const Table& t, const Tables& loading);
-  // Process `pid` is now listed with `used` (none: forgotten); the tables it
-  // was listed with before are let go after `used` is counted.
-  void set_users(uint32_t pid, Tables used);
-  // The processes forgotten as gone since the last call: their entries are
-  // to be deleted before the rows they used are written over.
-  std::vector<uint32_t> take_gone() { return std::exchange(gone_pids_, {}); }
+  // The rows of `t`, placed the first time; nullopt (counted) when they do
+  // not fit. `now` and `last_use(table)`, when a walk last used a placed
+  // table, decide what is evicted; a table counts as used when placed.
+  std::optional<Placement> place(const Table& t, uint64_t now, const LastUse& last_use);
+  // The tables evicted since the last call: their files' entries are to be
+  // deleted, and walks waited out, before the new rows are written.
+  std::vector<Table> take_evicted() { return std::exchange(evicted_, {}); }
   RowCounts counts() const { return counts_; }
 
  private:
   // A run of n free rows, taken; nullopt when none is that long.
   std::optional<uint32_t> take_rows(uint32_t n);
   void give_back(uint32_t first, uint32_t n);
-  // Forgets the processes that exited and gives back the rows no living
-  // process is listed with, but `loading`'s.
-  void reclaim(const Tables& loading);
+  // Evicts the least recently used table not in use; false when none is left.
+  bool evict_one(uint64_t now, const LastUse& last_use);
 
   struct Placed {
-    Table table;
     uint32_t first;
-    uint32_t users;  // processes listed with these rows
+    uint64_t placed_at;
   };
 
   uint32_t max_rows_;
-  ProcessGone gone_;
-  std::map<const CfiTable*, Placed> placed_;
-  std::map<uint32_t, Tables> users_;   // by pid: the tables its entry lists
+  std::map<Table, Placed> placed_;
   std::map<uint32_t, uint32_t> free_;  // runs of free rows: first -> count
-  std::vector<uint32_t> gone_pids_;    // forgotten, not yet taken
+  std::vector<Table> evicted_;         // not yet taken
   RowCounts counts_;
 };
 

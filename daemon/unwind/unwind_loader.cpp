@@ -3,9 +3,11 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "daemon/sys/error.h"
@@ -33,10 +35,29 @@ std::shared_ptr<const CfiTable> build_vdso_table() {
   return nullptr;
 }
 
+smt_unwind_file_key file_key(uint64_t ino, uint32_t dev) {
+  smt_unwind_file_key k{};
+  k.ino = ino;
+  k.dev = dev;
+  return k;
+}
+
+smt_unwind_mapping mapping(uint64_t start, uint64_t end, uint64_t ino, uint32_t dev,
+                           uint64_t pgoff) {
+  return smt_unwind_mapping{start, end, ino, dev,
+                            static_cast<uint32_t>(pgoff >> SMT_UNWIND_PAGE_SHIFT)};
+}
+
 }  // namespace
 
-UnwindLoader::UnwindLoader(int rows_fd, uint32_t max_rows, int procs_fd, CfiBuilder build)
-    : maps_(rows_fd, max_rows, procs_fd), rows_(max_rows), tables_(std::move(build)) {}
+UnwindLoader::UnwindLoader(const UnwindMapFds& fds, uint32_t max_rows, CfiBuilder build,
+                           std::string proc, std::function<uint64_t()> clock)
+    : maps_(fds),
+      wanted_fd_(fds.wanted),
+      rows_(max_rows),
+      tables_(std::move(build)),
+      proc_(std::move(proc)),
+      clock_(std::move(clock)) {}
 
 UnwindCounts UnwindLoader::counts() const {
   UnwindCounts c = counts_;
@@ -45,73 +66,130 @@ UnwindCounts UnwindLoader::counts() const {
   c.rows = r.rows;
   c.max_rows = r.max_rows;
   c.rows_full = r.rows_full;
-  c.tables_freed = r.tables_freed;
+  c.tables_evicted = r.tables_evicted;
   return c;
 }
 
-std::optional<uint32_t> UnwindLoader::place(const std::shared_ptr<const CfiTable>& t,
-                                            const Tables& loading) {
-  const std::optional<RowAllocator::Placement> p = rows_.place(t, loading);
-  // The entries of the processes gone go before their rows are written over.
-  for (const uint32_t pid : rows_.take_gone()) maps_.delete_process(pid);
-  if (!p) return std::nullopt;
-  if (p->fresh) maps_.write_rows(p->first, t->rows);
-  return p->first;
+uint64_t UnwindLoader::last_use(const Table& t) const {
+  uint64_t used = 0;
+  for (const auto& [key, table] : files_)
+    if (table == t) used = std::max(used, maps_.file_used(file_key(key.first, key.second)));
+  return used;
 }
 
-smt_unwind_mapping UnwindLoader::file_mapping(const MappedFile& f, Tables& used) {
-  smt_unwind_mapping m = {f.start, f.end, 0, 0, 0};
-  const std::string key = f.build_id.empty() ? f.path : f.build_id;
-  if (failed_.count(key)) return m;
-  std::shared_ptr<const CfiTable> t;
+bool UnwindLoader::place(const Key& key, const Table& t, uint64_t pc_off) {
+  const uint64_t now = clock_();
+  const std::optional<RowAllocator::Placement> p =
+      rows_.place(t, now, [this](const Table& table) { return last_use(table); });
+  // The files of evicted tables leave the walks before their rows are written over.
+  const std::vector<Table> evicted = rows_.take_evicted();
+  for (const Table& gone : evicted)
+    for (auto it = files_.begin(); it != files_.end();) {
+      if (it->second != gone) {
+        ++it;
+        continue;
+      }
+      maps_.forget_file(file_key(it->first.first, it->first.second));
+      it = files_.erase(it);
+    }
+  if (!evicted.empty()) maps_.wait_for_walks();
+  if (!p) {
+    if (!said_full_)
+      spdlog::warn(
+          "unwind tables: the {} KiB of rows are full of tables in use; a binary's table that "
+          "does not fit gets frame pointers only: raise --unwind-memory",
+          rows_.counts().max_rows * sizeof(smt_unwind_row) >> 10);
+    said_full_ = true;
+    return false;
+  }
+  if (p->fresh && !maps_.write_rows(p->first, t->rows)) return false;
+  smt_unwind_file f{pc_off, p->first, static_cast<uint32_t>(t->rows.size()), now};
+  if (!maps_.write_file(file_key(key.first, key.second), f)) return false;
+  files_[key] = t;
+  return true;
+}
+
+bool UnwindLoader::load_file(const Key& key, const std::string& open_path, uint64_t pgoff) {
+  if (files_.count(key)) return true;
+  if (no_table_.count(key) || open_path.empty()) return false;
+  Table t;
   try {
-    t = tables_.get(f.open_path, f.build_id);
+    t = tables_.get(open_path);
   } catch (const Error& e) {
     // No CFI (frame pointers then), not x86_64, gone: once per file.
     spdlog::debug("{}", e.what());
-    failed_.insert(key);
+    no_table_.emplace(key, e.what());
     ++counts_.no_table;
-    return m;
+    return false;
   }
-  const std::optional<uint64_t> bias = t->pc_bias(f.start, f.pgoff);
-  if (!bias || t->rows.empty()) return m;
-  const std::optional<uint32_t> first = place(t, used);
-  if (!first) return m;
-  m.pc_bias = *bias;
-  m.first_row = *first;
-  m.nr_rows = static_cast<uint32_t>(t->rows.size());
-  used.push_back(t);
-  return m;
+  const std::optional<uint64_t> pc_off = t->pc_off(pgoff);
+  if (!pc_off || t->rows.empty() || t->rows.size() > SMT_UNWIND_FILE_ROWS_MAX) {
+    no_table_.emplace(key, "no rows for its code");
+    ++counts_.no_table;
+    return false;
+  }
+  return place(key, t, *pc_off);
 }
 
-smt_unwind_mapping UnwindLoader::vdso_mapping(const CodeRange& r, Tables& used) {
-  smt_unwind_mapping m = {r.start, r.end, 0, 0, 0};
-  if (r.name != "[vdso]") return m;  // JIT code: frame pointers
-  if (!vdso_tried_) {
-    vdso_tried_ = true;
-    try {
-      vdso_ = build_vdso_table();
-    } catch (const Error& e) {
-      spdlog::debug("{}", e.what());
-    }
+bool UnwindLoader::load_vdso() {
+  if (vdso_) return *vdso_;
+  Table t;
+  try {
+    t = build_vdso_table();
+  } catch (const Error& e) {
+    spdlog::debug("{}", e.what());
   }
-  const std::optional<uint64_t> bias = vdso_ ? vdso_->pc_bias(r.start, 0) : std::nullopt;
-  const std::optional<uint32_t> first = bias ? place(vdso_, used) : std::nullopt;
-  if (!first) return m;
-  m.pc_bias = *bias;
-  m.first_row = *first;
-  m.nr_rows = static_cast<uint32_t>(vdso_->rows.size());
-  used.push_back(vdso_);
-  return m;
+  const std::optional<uint64_t> pc_off = t ? t->pc_off(0) : std::nullopt;
+  vdso_ = pc_off && !t->rows.empty() && place({SMT_UNWIND_VDSO_INO, 0}, t, *pc_off);
+  return *vdso_;
+}
+
+void UnwindLoader::want(const smt_unwind_wanted& w) {
+  ++counts_.asked;
+  const smt_unwind_mapping& m = w.mapping;
+  if (m.ino == SMT_UNWIND_VDSO_INO && m.dev == 0) {
+    load_vdso();
+    return;
+  }
+  char range[64];
+  snprintf(range, sizeof(range), "/map_files/%llx-%llx", static_cast<unsigned long long>(m.start),
+           static_cast<unsigned long long>(m.end));
+  const std::string path = proc_ + "/" + std::to_string(w.tgid) + range;
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    // The asking process exited (or unmapped it): not the file's fault. The
+    // next process to meet the file asks again.
+    maps_.forget_file(file_key(m.ino, m.dev));
+    ++counts_.asked_gone;
+    return;
+  }
+  load_file({m.ino, m.dev}, path, uint64_t{m.pgoff} << SMT_UNWIND_PAGE_SHIFT);
 }
 
 bool UnwindLoader::load(uint32_t pid, uint32_t exec_id, const ProcessMaps& maps) {
-  // The previous entry of the process keeps its rows until this one
-  // replaces it (set_users below): the walker never reads freed rows.
   std::vector<smt_unwind_mapping> all;
-  Tables used;
-  for (const MappedFile& f : maps.files()) all.push_back(file_mapping(f, used));
-  for (const CodeRange& r : maps.other_code()) all.push_back(vdso_mapping(r, used));
+  for (const MappedFile& f : maps.files()) {
+    load_file({f.inode, f.dev}, f.open_path, f.pgoff);
+    all.push_back(mapping(f.start, f.end, f.inode, f.dev, f.pgoff));
+  }
+  for (const CodeRange& r : maps.other_code()) {
+    const bool vdso = r.name == "[vdso]" && load_vdso();
+    all.push_back(mapping(r.start, r.end, vdso ? SMT_UNWIND_VDSO_INO : 0, 0, 0));
+  }
+  // Code the kernel side listed since the maps were read (a library
+  // dlopen()ed meanwhile) stays.
+  const std::optional<smt_unwind_process> listed = maps_.read_process(pid);
+  if (listed && (exec_id == kAnyExec || (listed->flags & SMT_UNWIND_ANY_EXEC) ||
+                 listed->exec_id == static_cast<uint16_t>(exec_id))) {
+    const size_t from_maps = all.size();
+    for (uint32_t i = 0; i < std::min<uint32_t>(listed->nr, SMT_UNWIND_MAPPINGS_MAX); ++i) {
+      const smt_unwind_mapping& m = listed->mappings[i];
+      if (std::none_of(
+              all.begin(), all.begin() + static_cast<long>(from_maps),
+              [&](const smt_unwind_mapping& o) { return o.start < m.end && m.start < o.end; }))
+        all.push_back(m);
+    }
+  }
   std::sort(all.begin(), all.end(), [](const smt_unwind_mapping& a, const smt_unwind_mapping& b) {
     return a.start < b.start;
   });
@@ -126,7 +204,6 @@ bool UnwindLoader::load(uint32_t pid, uint32_t exec_id, const ProcessMaps& maps)
   p.nr = static_cast<uint32_t>(std::min<size_t>(all.size(), SMT_UNWIND_MAPPINGS_MAX));
   std::copy_n(all.begin(), p.nr, p.mappings);
   if (!maps_.write_process(pid, p)) return false;
-  rows_.set_users(pid, std::move(used));
   ++counts_.processes;
   return true;
 }

@@ -3,7 +3,8 @@
  * Finding the unwind row of a user ip (stackmapd/abi/unwind.h), written once
  * and compiled both into the BPF walker and into the host tests. Both searches
  * are binary searches with a fixed bound of steps, which the verifier needs:
- * 2^SMT_UNWIND_SEARCH_STEPS covers SMT_UNWIND_ROWS_MAX rows, 2^7 the mappings.
+ * 2^SMT_UNWIND_SEARCH_STEPS covers a file's SMT_UNWIND_FILE_ROWS_MAX rows, 2^7
+ * the mappings.
  *
  * The includer defines, before including this file:
  *   const struct smt_unwind_row *smt_unwind_row_at(void *rows, __u32 idx);  NULL out of range
@@ -17,9 +18,9 @@
 #define SMT_INLINE static inline __attribute__((always_inline))
 #endif
 
-#define SMT_UNWIND_SEARCH_STEPS 19
-SMT_STATIC_ASSERT((1u << SMT_UNWIND_SEARCH_STEPS) >= SMT_UNWIND_ROWS_MAX,
-		  "the row search reaches every row");
+#define SMT_UNWIND_SEARCH_STEPS 21
+SMT_STATIC_ASSERT((1u << SMT_UNWIND_SEARCH_STEPS) > SMT_UNWIND_FILE_ROWS_MAX,
+		  "the row search reaches every row of a file");
 SMT_STATIC_ASSERT((1u << 7) >= SMT_UNWIND_MAPPINGS_MAX, "the mapping search reaches every mapping");
 
 /* The mapping of `p` that holds ip, or NULL. */
@@ -46,20 +47,30 @@ smt_unwind_mapping_of(const struct smt_unwind_process *p, __u64 ip)
 	return ip < m->end ? m : 0;
 }
 
-/* The row that applies at ip in mapping m: the last at or below its pc; NULL
- * below the first row, or where the pc does not fit the rows' 32 bits. */
-SMT_INLINE const struct smt_unwind_row *
-smt_unwind_row_of(void *rows, const struct smt_unwind_mapping *m, __u64 ip)
+/* ip's pc in the rows of file f, mapped by m: its file offset plus the
+ * file's pc_off. 0 where it does not fit the rows' 32 bits. */
+SMT_INLINE int smt_unwind_pc(const struct smt_unwind_mapping *m, const struct smt_unwind_file *f,
+			     __u64 ip, __u32 *pc)
 {
-	__u32 lo = 0, hi = m->nr_rows, pc;
+	__u64 v = ip - m->start + ((__u64)m->pgoff << SMT_UNWIND_PAGE_SHIFT) + f->pc_off;
 
-	if (ip < m->pc_bias || ip - m->pc_bias > 0xffffffffull)
+	if (ip < m->start || ip >= m->end || v > 0xffffffffull)
 		return 0;
-	pc = (__u32)(ip - m->pc_bias);
+	*pc = (__u32)v;
+	return 1;
+}
+
+/* The row that applies at pc in file f: the last at or below it; NULL below
+ * the first row. */
+SMT_INLINE const struct smt_unwind_row *smt_unwind_row_of(void *rows,
+							  const struct smt_unwind_file *f, __u32 pc)
+{
+	__u32 lo = 0, hi = f->nr_rows;
+
 	/* lo ends at the first row above pc */
 	for (int i = 0; i < SMT_UNWIND_SEARCH_STEPS && lo < hi; i++) {
 		__u32 mid = lo + (hi - lo) / 2;
-		const struct smt_unwind_row *r = smt_unwind_row_at(rows, m->first_row + mid);
+		const struct smt_unwind_row *r = smt_unwind_row_at(rows, f->first_row + mid);
 
 		if (!r)
 			return 0;
@@ -70,7 +81,7 @@ smt_unwind_row_of(void *rows, const struct smt_unwind_mapping *m, __u64 ip)
 	}
 	if (lo < hi || lo == 0) /* a table longer than the steps reach, or pc below it */
 		return 0;
-	return smt_unwind_row_at(rows, m->first_row + lo - 1);
+	return smt_unwind_row_at(rows, f->first_row + lo - 1);
 }
 
 #endif /* STACKMAPD_UNWIND_FIND_H */

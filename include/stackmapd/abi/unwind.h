@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Unwind tables: how a user frame's caller is found without frame pointers.
- * The daemon builds one table per ELF file (keyed by its build id, shared by
- * every process that maps it) from the file's .eh_frame, or its .debug_frame
- * when it has no .eh_frame (daemon/unwind/). A table is its rows sorted by pc;
+ * The daemon builds one table per ELF file (shared by every process that maps
+ * it) from the file's .eh_frame, or its .debug_frame when it has no .eh_frame
+ * (daemon/unwind/). A table is its rows sorted by pc;
  * the row that applies at a pc is the last one at or below it. A pc that no
  * FDE covers (a gap between FDEs, past the last one) finds an SMT_CFA_NONE row:
  * no table there.
@@ -81,27 +81,68 @@ SMT_STATIC_ASSERT(sizeof(struct smt_unwind_row) == 8, "an unwind row is 8 bytes"
 #define SMT_UNWIND_RBP_OFF_MAX (127 * 8)
 
 /*
- * The BPF side's maps, filled by the daemon as each mapping is first seen:
- * - rows: every loaded table's rows one after another (a file's table once,
- *   however many processes map it);
+ * The BPF side's maps. Tables are per file, found by the file itself, never
+ * by a process, so a table is built once and every process mapping the file
+ * uses it, from its first event:
+ * - rows: every loaded file's rows, one run each, in a fixed budget the
+ *   daemon places them in and evicts from by use (daemon/unwind/);
+ * - files, by (inode, device) as the kernel names the mapped file: where its
+ *   rows are, how its file offsets become their pcs, and when a walk last
+ *   used them;
  * - per process (by tgid): its code (executable) mappings, sorted by start,
- *   each pointing at its file's rows (none for code without a table). A
- *   caller's address outside them all is not code: the walk stops there.
+ *   each naming its file. The BPF side writes them itself as processes exec,
+ *   fork and map code (bpf/unwind_fill.bpf.h), the daemon as it reads
+ *   /proc/PID/maps. A caller's address outside them all is not code: the
+ *   walk stops there.
+ * A file without a loaded table, met by a walk or mapped, is asked for once
+ * (struct smt_unwind_wanted) and walked by frame pointers meanwhile.
  * include/stackmapd/unwind_find.h searches them.
  */
-#define SMT_UNWIND_ROWS_MAX (1u << 18) /* 2 MiB of rows: libc 28 k, python3.11 65 k */
-#define SMT_UNWIND_MAPPINGS_MAX 64     /* per process; past them, SMT_UNWIND_UNLISTED_CODE */
+#define SMT_UNWIND_FILE_ROWS_MAX (1u << 20) /* one file's: libLLVM-14 837 k, cc1plus 472 k */
+#define SMT_UNWIND_MAPPINGS_MAX 64	    /* per process; past them, SMT_UNWIND_UNLISTED_CODE */
+#define SMT_UNWIND_PAGE_SHIFT 12	    /* x86_64's: a mapping's file offset in pages */
+
+/* A mapped file as the kernel names it: its inode number and the device of
+ * its superblock (the kernel's encoding, major << 20 | minor, as
+ * /proc/PID/maps prints it). Inode 0 is code in no file (JIT code: frame
+ * pointers); SMT_UNWIND_VDSO_INO on device 0 (which no filesystem has) the
+ * vdso, whose table the daemon builds from its own. 12 bytes, the tail of a
+ * mapping's fields: the walker looks a file up by its mapping in place
+ * (SMT_UNWIND_KEY_OF), with no copy on its 512-byte stack. */
+struct smt_unwind_file_key {
+	__u64 ino;
+	__u32 dev;
+} __attribute__((packed));
+SMT_STATIC_ASSERT(sizeof(struct smt_unwind_file_key) == 12, "a file key is 12 bytes");
+#define SMT_UNWIND_VDSO_INO 1
 
 struct smt_unwind_mapping {
 	__u64 start, end; /* the mapping's user addresses, [start, end) */
-	__u64 pc_bias;	  /* a row's pc = ip - pc_bias */
-	__u32 first_row;  /* the file's rows are rows[first_row, first_row + nr_rows) */
-	__u32 nr_rows;	  /* 0: code without a table (JIT, a file without CFI): frame pointers */
+	__u64 ino;	  /* its file's (struct smt_unwind_file_key) */
+	__u32 dev;
+	__u32 pgoff; /* the file offset at start, in pages */
 };
 SMT_STATIC_ASSERT(sizeof(struct smt_unwind_mapping) == 32, "an unwind mapping is 32 bytes");
+SMT_STATIC_ASSERT(__builtin_offsetof(struct smt_unwind_mapping, dev) ==
+			  __builtin_offsetof(struct smt_unwind_mapping, ino) + 8,
+		  "a mapping's ino and dev are its file's key");
+#define SMT_UNWIND_KEY_OF(m) ((const struct smt_unwind_file_key *)&(m)->ino)
+
+struct smt_unwind_file {
+	/* A row's pc = the file offset + pc_off (mod 2^64): the executable
+	 * segment's vaddr - offset, minus the table's base. */
+	__u64 pc_off;
+	__u32 first_row; /* its rows are rows[first_row, first_row + nr_rows) */
+	__u32 nr_rows;
+	/* CLOCK_MONOTONIC's ns >> 30 (about seconds) when a walk last used the
+	 * rows, written when it changes: what eviction goes by. */
+	__u64 used;
+};
+SMT_STATIC_ASSERT(sizeof(struct smt_unwind_file) == 24, "an unwind file is 24 bytes");
 
 /* smt_unwind_process.flags: more code mappings than SMT_UNWIND_MAPPINGS_MAX,
- * so an address in none of them may still be code (followed by frame pointers). */
+ * or an entry begun by a mapping of a process seen neither exec nor fork,
+ * so an address in none of them may still be code (frame pointers there). */
 #define SMT_UNWIND_UNLISTED_CODE 1
 /* Loaded before the process was seen (--pid at the start), so before its
  * exec count was known: any exec count matches until its first stack is. */
@@ -115,5 +156,14 @@ struct smt_unwind_process {
 };
 SMT_STATIC_ASSERT(sizeof(struct smt_unwind_process) == 8 + 32 * SMT_UNWIND_MAPPINGS_MAX,
 		  "an unwind process is its mappings and their count");
+
+/* A file whose table the daemon is asked for (the unwind_wanted ring): a
+ * mapping of it in process tgid, where /proc/TGID/map_files opens it. */
+struct smt_unwind_wanted {
+	__u32 tgid;
+	__u32 zero;
+	struct smt_unwind_mapping mapping;
+};
+SMT_STATIC_ASSERT(sizeof(struct smt_unwind_wanted) == 40, "a wanted file is 40 bytes");
 
 #endif /* STACKMAPD_ABI_UNWIND_H */
