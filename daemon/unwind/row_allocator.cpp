@@ -1,15 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "daemon/unwind/row_allocator.h"
 
-#include <signal.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <iterator>
 
 namespace stackmapd {
-
-bool process_gone(uint32_t pid) { return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
 
 RowAllocator::RowAllocator(uint32_t max_rows, ProcessGone gone)
     : max_rows_(max_rows), gone_(std::move(gone)) {

@@ -10,21 +10,16 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "daemon/sys/process_gone.h"
 #include "daemon/unwind/cfi_table.h"
 
 namespace stackmapd {
-
-// Whether process `pid` exited and was reaped.
-using ProcessGone = std::function<bool(uint32_t pid)>;
-// kill(pid, 0): a zombie still answers, its rows wait until it is reaped.
-bool process_gone(uint32_t pid);
 
 struct RowCounts {
   uint64_t tables = 0;  // files whose rows are placed
