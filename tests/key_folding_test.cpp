@@ -75,7 +75,7 @@ TEST(KeyFolding, ExitedPidsFoldIntoTheirCommCountsWhole) {
   EXPECT_EQ(s.process_ids(), (std::vector<uint32_t>{13})) << "folded keys name no process";
 
   s.count(0, key_of(13, sh), 1);  // counting goes on, into the new table
-  EXPECT_EQ(s.find(0)->ref_count, 5u);
+  EXPECT_EQ(s.find(0)->ref_count, 6u);
   expect_conserved(s.snapshot({}));
   s.clear();
   EXPECT_EQ(folded_of(s), 0u) << "per epoch, as key_overflow";
