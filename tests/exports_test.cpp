@@ -120,6 +120,19 @@ TEST(Exports, NoEventsNoRates) {
   EXPECT_TRUE(doc["stats"]["reuse_rate"].is_null());
 }
 
+// A line of its own once pairs were folded, after key_overflow; none before
+// (the exports as earlier versions wrote them).
+TEST(Exports, FoldedPairsOnlyOnceFolded) {
+  TableStats st;
+  EXPECT_EQ(format_stat(st).find("key_pairs_folded"), std::string::npos);
+  st.key_pairs_folded = 3;
+  const std::string text = format_stat(st);
+  EXPECT_NE(text.find("key_overflow: 0\nkey_pairs_folded: 3\n"), std::string::npos) << text;
+  Snapshot snap;
+  snap.stats = st;
+  EXPECT_EQ(nlohmann::json::parse(json_of(snap, nullptr))["stats"]["key_pairs_folded"], 3);
+}
+
 TEST(Exports, MoreInsertsThanHitsIsNoReuse) {
   // The RFC's kernel counts an element before its hit; a stat read in between shows both.
   TableStats st;

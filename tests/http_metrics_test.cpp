@@ -76,6 +76,15 @@ TEST(HttpMetrics, LabelValuesAreUtf8) {
   EXPECT_TRUE(has_line(m, "stackmapd_source_events_total{source=\"\\\\xff:x\"} 1")) << m;
 }
 
+TEST(HttpMetrics, FoldedPairsOnlyOnceFolded) {
+  MetricsInput in = sample();
+  EXPECT_EQ(format_metrics(in).find("stackmapd_key_pairs_folded_total"), std::string::npos);
+  in.stats.key_pairs_folded = 3;
+  const std::string m = format_metrics(in);
+  EXPECT_TRUE(has_line(m, "# TYPE stackmapd_key_pairs_folded_total counter")) << m;
+  EXPECT_TRUE(has_line(m, "stackmapd_key_pairs_folded_total 3")) << m;
+}
+
 TEST(HttpMetrics, EveryFamilyOnceWithHelpAndType) {
   MetricsInput in = sample();
   in.process = read_process_stats();

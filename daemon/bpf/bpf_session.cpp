@@ -98,6 +98,7 @@ BpfSession::BpfSession(const SessionConfig& config, Stage stage)
                 user_stack_collector(object_, user_table_, config.filter_pids)),
       consumer_(object_.ids_fd(), table_, store_, resolver_, object_.batch_count(), config.trace),
       attachments_(object_, config),
+      exits_(store_.keys().process_field() ? std::make_unique<ExitWatch>() : nullptr),
       grace_period_(membarrier_global),
       keys_requested_(!config.keys.empty()),
       weight_unit_(config.offcpu ? "ns" : config.sum_field),
@@ -237,6 +238,8 @@ void BpfSession::see_user_stacks() {
 
 size_t BpfSession::drain(int timeout_ms) {
   const size_t n = consumer_.drain(timeout_ms);
+  if (exits_)
+    if (const std::vector<uint32_t> gone = exits_->take(); !gone.empty()) store_.fold_exited(gone);
   watch_ring_drops(false);
   see_user_stacks();
   if (trace_) {
@@ -304,6 +307,9 @@ SnapshotCut BpfSession::cut() {
   for (const smt_batch& b : batches) counters.push_back(b.counters);
   consumer_.release();
   if (trace_) consumer_.flush_traces();
+  // The pairs of this cut's processes that exited fold at a drain after it:
+  // each pair is in one snapshot at least under its own key.
+  if (exits_) exits_->check(store_.process_ids());
 
   Snapshot& snap = out.snap;
   snap.bits = bits();

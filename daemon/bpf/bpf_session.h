@@ -11,7 +11,9 @@
  *       StackStore and, the first time an id is seen, copy its frames once
  *       from the table's pool (mmapped, no syscall);
  *   (3) snapshot() feeds the exports (daemon/export/exports.h): the store
- *       and the batches' entries read in place, one exact cut.
+ *       and the batches' entries read in place, one exact cut. After it,
+ *       the keys of processes that exited fold (ExitWatch), so that the
+ *       store's (stack, key) pairs recycle.
  * reset() empties the table while events keep arriving (daemon/bpf/table_reset.cpp).
  *
  * The parts, one file each: BpfObject (the loaded object and the table's
@@ -45,6 +47,7 @@
 #include "daemon/model/snapshot_cut.h"
 #include "daemon/model/stack_store.h"
 #include "daemon/model/table_stats.h"
+#include "daemon/resolve/exit_watch.h"
 #include "daemon/resolve/resolver.h"
 #include "daemon/source/session_config.h"
 #include "daemon/source/sources.h"
@@ -188,6 +191,8 @@ class BpfSession {
   Resolver resolver_;
   RingConsumer consumer_;
   Attachments attachments_;
+  // Keys naming a process (--by pid, tid): their exits, so that they fold.
+  std::unique_ptr<ExitWatch> exits_;
   std::function<int()> grace_period_;
   uint32_t hash_seed_ = 0;
   bool resumed_ = false;

@@ -89,19 +89,22 @@ const char* counter_name(int c) {
 
 // The lines after the per-epoch counters, in stat and JSON alike.
 std::vector<std::pair<const char*, uint64_t>> extra_stats(const TableStats& st) {
-  return {{"resets", st.resets},
-          {"events_total", st.events_total},
-          {"verify_ok", st.verify_ok},
-          {"verify_mismatch", st.verify_mismatch},
-          {"stale_records", st.stale_records},
-          {"bad_records", st.bad_records},
-          {"key_pairs", st.key_pairs},
-          {"max_key_pairs", st.max_key_pairs},
-          {"key_overflow", st.key_overflow},
-          {"offcpu_open", st.offcpu_open},
-          {"ring_bytes", st.ring_bytes},
-          {"overflow_stacks", st.overflow_stacks},
-          {"overflow_lost", st.overflow_lost}};
+  std::vector<std::pair<const char*, uint64_t>> lines = {{"resets", st.resets},
+                                                         {"events_total", st.events_total},
+                                                         {"verify_ok", st.verify_ok},
+                                                         {"verify_mismatch", st.verify_mismatch},
+                                                         {"stale_records", st.stale_records},
+                                                         {"bad_records", st.bad_records},
+                                                         {"key_pairs", st.key_pairs},
+                                                         {"max_key_pairs", st.max_key_pairs},
+                                                         {"key_overflow", st.key_overflow}};
+  // Only once it happened: the lines are those of earlier versions until then.
+  if (st.key_pairs_folded) lines.emplace_back("key_pairs_folded", st.key_pairs_folded);
+  lines.insert(lines.end(), {{"offcpu_open", st.offcpu_open},
+                             {"ring_bytes", st.ring_bytes},
+                             {"overflow_stacks", st.overflow_stacks},
+                             {"overflow_lost", st.overflow_lost}});
+  return lines;
 }
 
 // Counters past SMC_SENT_WHOLE are --user-stacks' own: without it the

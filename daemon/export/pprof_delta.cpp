@@ -11,6 +11,25 @@ namespace {
 
 uint64_t less(uint64_t after, uint64_t before) { return after > before ? after - before : 0; }
 
+bool holds(const std::vector<KeyCount>& by, const KeyCount& k) {
+  return std::any_of(by.begin(), by.end(),
+                     [&](const KeyCount& x) { return x.other == k.other && x.key == k.key; });
+}
+
+// `before`'s keys of a stack as `after` holds them: a key of a process that
+// exited in between was folded (StackStore::fold_exited), its counts now
+// under the key without its per-process fields, or in `other`.
+std::vector<KeyCount> as_after(std::vector<KeyCount> before, const std::vector<KeyCount>& after,
+                               const Snapshot& snap) {
+  if (!snap.keys.process_field()) return before;
+  for (KeyCount& k : before) {
+    if (k.other || holds(after, k)) continue;
+    k.other = snap.keys.folds_to_other(snap.user.enabled);
+    k.key = k.other ? KeyValues{} : snap.keys.folded(k.key);
+  }
+  return before;
+}
+
 }  // namespace
 
 Snapshot delta_snapshot(const Snapshot& before, const Snapshot& after) {
@@ -31,13 +50,13 @@ Snapshot delta_snapshot(const Snapshot& before, const Snapshot& after) {
     d.weight = less(s.weight, b->weight);
     if (d.ref_count == 0) continue;
     d.by.clear();
+    const std::vector<KeyCount> base = as_after(b->by, s.by, after);
     for (const KeyCount& k : s.by) {
       KeyCount dk = k;
-      for (const KeyCount& bk : b->by)
+      for (const KeyCount& bk : base)  // folded keys: several may make one
         if (bk.other == k.other && bk.key == k.key) {
-          dk.count = less(k.count, bk.count);
-          dk.weight = less(k.weight, bk.weight);
-          break;
+          dk.count = less(dk.count, bk.count);
+          dk.weight = less(dk.weight, bk.weight);
         }
       if (dk.count) d.by.push_back(std::move(dk));
     }

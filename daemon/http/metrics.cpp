@@ -140,6 +140,11 @@ std::string format_metrics(const MetricsInput& in) {
   w.one("stackmapd_key_overflow_total", "counter",
         "Events counted to a stack's other entry because of the key cap, this epoch.",
         st.key_overflow);
+  // Only once it happened, as below.
+  if (st.key_pairs_folded)
+    w.one("stackmapd_key_pairs_folded_total", "counter",
+          "(stack, key) pairs of exited processes folded into a coarser key, this epoch.",
+          st.key_pairs_folded);
   // Only once it happened: the families are those of earlier versions until then.
   if (st.user_stacks_dropped)
     w.one("stackmapd_user_stacks_dropped_total", "counter",

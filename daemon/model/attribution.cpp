@@ -151,6 +151,14 @@ constexpr bool in_enum_order() {
 }
 static_assert(in_enum_order());
 
+// A folded key reads 0 in its per-process fields (KeySpec::folded): numbers.
+constexpr bool per_process_numeric() {
+  for (const KeyFieldInfo& f : kFields)
+    if (f.per_process && f.event != Ev::number) return false;
+  return true;
+}
+static_assert(per_process_numeric());
+
 [[noreturn]] void bad_list(const std::string& problem) {
   std::string names;
   for (const KeyFieldInfo& f : kFields)
@@ -211,6 +219,24 @@ KeySpec KeySpec::parse_exported(std::string_view list) { return parse_list(list,
 
 bool KeySpec::has(KeyField f) const {
   return std::find(fields.begin(), fields.end(), f) != fields.end();
+}
+
+std::optional<KeyField> KeySpec::process_field() const {
+  // pid before tid: the table's order.
+  for (const KeyFieldInfo& info : kFields)
+    if (info.per_process && has(info.field)) return info.field;
+  return std::nullopt;
+}
+
+bool KeySpec::folds_to_other(bool user_stacks) const {
+  return !user_stacks && std::all_of(fields.begin(), fields.end(),
+                                     [](KeyField f) { return key_field(f).per_process; });
+}
+
+KeyValues KeySpec::folded(KeyValues k) const {
+  for (KeyField f : fields)
+    if (const KeyFieldInfo& info = key_field(f); info.per_process) k.*info.number = 0;
+  return k;
 }
 
 std::string KeySpec::str() const {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -83,6 +84,15 @@ struct KeySpec {
   static KeySpec parse_exported(std::string_view list);
   bool has(KeyField f) const;
   bool empty() const { return fields.empty(); }
+  // The field whose value names a key's process, whose exit folds the key
+  // (StackStore::fold_exited): pid, else tid; none when no field is per process.
+  std::optional<KeyField> process_field() const;
+  // A folded key's per-process fields (pid, tid) read 0 and the others stay;
+  // when no other field is left to tell it apart (no user stack either), its
+  // events join their stack's `other` entry: true then.
+  bool folds_to_other(bool user_stacks) const;
+  // `k` folded, its per-process fields zeroed (KeyCount's `other` not set here).
+  KeyValues folded(KeyValues k) const;
   std::string str() const;  // "pid,comm"
   bool operator==(const KeySpec&) const = default;
 };

@@ -22,7 +22,8 @@ StackStore::StackStore(uint32_t table_size, KeySpec keys, uint32_t max_key_pairs
     : keys_(std::move(keys)),
       mask_(mask_of(keys_)),
       index_(size_t{table_size} + 1, 0),
-      pairs_(max_key_pairs) {
+      pairs_(max_key_pairs),
+      folds_to_other_(keys_.folds_to_other(user_stacks)) {
   if (user_stacks) mask_.ustack = ~0u;
 }
 
@@ -34,7 +35,9 @@ StackStore::StackStore(const StackStore& o)
       other_(o.other_),
       pairs_(o.pairs_),
       strings_(o.strings_),
-      key_overflow_(o.key_overflow_) {}  // last_ would point into o
+      key_overflow_(o.key_overflow_),
+      key_pairs_folded_(o.key_pairs_folded_),
+      folds_to_other_(o.folds_to_other_) {}  // last_ would point into o
 
 void StackStore::look_up(const PairKey& k) {
   last_key_ = k;
@@ -108,18 +111,65 @@ uint64_t StackStore::total_events() const {
   return total;
 }
 
+std::vector<uint32_t> StackStore::process_ids() const {
+  std::vector<uint32_t> ids;
+  const std::optional<KeyField> f = keys_.process_field();
+  if (!f) return ids;
+  const KeyFieldInfo& field = key_field(*f);
+  pairs_.for_each([&](const PairKey& k, const Counts&) {
+    if (const uint32_t id = field.read(k.key)) ids.push_back(id);
+  });
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+size_t StackStore::fold_exited(const std::vector<uint32_t>& gone) {
+  const std::optional<KeyField> f = keys_.process_field();
+  if (!f || gone.empty()) return 0;
+  const KeyFieldInfo& field = key_field(*f);
+  // Pairs are never removed from KeyPairs: the kept and folded ones fill a
+  // new table, which folding never makes bigger than this one.
+  KeyPairs kept(pairs_.max_pairs());
+  size_t folded = 0;
+  pairs_.for_each([&](const PairKey& k, const Counts& c) {
+    PairKey to = k;
+    const uint32_t id = field.read(k.key);
+    if (id && std::binary_search(gone.begin(), gone.end(), id)) {
+      ++folded;
+      if (folds_to_other_) {
+        other_[k.stack].count += c.count;
+        other_[k.stack].weight += c.weight;
+        return;
+      }
+      for (KeyField p : keys_.fields)
+        if (key_field(p).per_process) key_field(p).write(to.key, 0);
+    }
+    Counts* into = kept.find_or_add(to);
+    into->count += c.count;
+    into->weight += c.weight;
+  });
+  if (folded == 0) return 0;
+  pairs_ = std::move(kept);
+  last_ = nullptr;
+  key_pairs_folded_ += folded;
+  return folded;
+}
+
 void StackStore::clear() {
   std::fill(index_.begin(), index_.end(), 0);
   stacks_.clear();
   other_.clear();
   pairs_.clear();
   key_overflow_ = 0;
+  key_pairs_folded_ = 0;
 }
 
 void StackStore::add_counts(TableStats& s) const {
   s.key_pairs = pairs_.size();
   s.max_key_pairs = pairs_.max_pairs();
   s.key_overflow = key_overflow_;
+  s.key_pairs_folded = key_pairs_folded_;
 }
 
 }  // namespace stackmapd

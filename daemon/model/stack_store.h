@@ -8,8 +8,9 @@
 //
 // Memory is bounded: past max_key_pairs distinct (stack, key) pairs over the
 // whole store, an event of a new pair counts in its stack's `other` entry
-// (and in key_overflow). Every stack's keys and `other` sum to its count and
-// weight at every moment.
+// (and in key_overflow). A key naming a process (--by pid or tid) is folded
+// once the process exited (fold_exited), so the pairs recycle. Every stack's
+// keys and `other` sum to its count and weight at every moment.
 #pragma once
 
 #include <cstddef>
@@ -85,7 +86,15 @@ class StackStore {
   size_t size() const { return stacks_.size(); }
   // Forgets every stack and pair; interned strings stay.
   void clear();
-  // Fills key_pairs, max_key_pairs and key_overflow.
+  // The processes (or threads) the pairs' keys name (KeySpec::process_field),
+  // sorted, 0 (the idle task, and folded keys) left out; none when the keys
+  // name no process.
+  std::vector<uint32_t> process_ids() const;
+  // Folds every pair whose process is in `gone` (sorted), counts and weights
+  // whole, into its key without the per-process fields, or into its stack's
+  // `other` (KeySpec::folds_to_other). Returns the pairs folded.
+  size_t fold_exited(const std::vector<uint32_t>& gone);
+  // Fills key_pairs, max_key_pairs, key_overflow and key_pairs_folded.
   void add_counts(TableStats& s) const;
   // Events counted per source index (whatever the keys), since the store was
   // made: a clear() keeps them, so they only grow (Prometheus counters).
@@ -119,6 +128,8 @@ class StackStore {
   KeyPairs pairs_;
   StringTable strings_;
   uint64_t key_overflow_ = 0;
+  uint64_t key_pairs_folded_ = 0;  // since the last clear(), as key_overflow_
+  bool folds_to_other_;            // KeySpec::folds_to_other
   std::vector<uint64_t> source_events_;
   // The last pair counted; last_ is null after anything that may move counts.
   PairKey last_key_;

@@ -19,15 +19,16 @@ struct TableStats {
   uint64_t past_events = 0;   // outcomes (hits + drops) of the epochs before this one
   uint64_t verify_ok = 0;     // --verify samples whose frames equal the stored stack
   uint64_t verify_mismatch = 0;
-  uint64_t stale_records = 0;    // records of an earlier epoch: 0 unless the reset protocol broke
-  uint64_t bad_records = 0;      // records the daemon could not resolve
-  uint64_t key_pairs = 0;        // distinct (stack, --by key) pairs the daemon holds
-  uint64_t max_key_pairs = 0;    // their cap
-  uint64_t key_overflow = 0;     // events counted to a stack's `other` because of the cap
-  uint64_t offcpu_open = 0;      // --offcpu blocks still open at the end, counted up to then
-  uint64_t ring_bytes = 0;       // submitted to the ring buffer since load, headers included
-  uint64_t overflow_stacks = 0;  // stacks sent whole that the daemon keeps beside the table's
-  uint64_t overflow_lost = 0;    // events sent whole past the overflow store's cap: not kept
+  uint64_t stale_records = 0;     // records of an earlier epoch: 0 unless the reset protocol broke
+  uint64_t bad_records = 0;       // records the daemon could not resolve
+  uint64_t key_pairs = 0;         // distinct (stack, --by key) pairs the daemon holds
+  uint64_t max_key_pairs = 0;     // their cap
+  uint64_t key_overflow = 0;      // events counted to a stack's `other` because of the cap
+  uint64_t key_pairs_folded = 0;  // pairs of exited processes folded (StackStore::fold_exited)
+  uint64_t offcpu_open = 0;       // --offcpu blocks still open at the end, counted up to then
+  uint64_t ring_bytes = 0;        // submitted to the ring buffer since load, headers included
+  uint64_t overflow_stacks = 0;   // stacks sent whole that the daemon keeps beside the table's
+  uint64_t overflow_lost = 0;     // events sent whole past the overflow store's cap: not kept
   // --user-stacks only (exports print these lines only then)
   bool user_stacks = false;
   uint32_t user_entries = 0;           // user table pool elements in use (of pool_size)
