@@ -230,12 +230,28 @@ UserStack UserCapture::symbolize(CapturedStack&& c) {
       std::lock_guard lock(mu_);
       key = key_of(binary);
     }
+    // Frames named before (any process's: an offset of a binary names the
+    // same everywhere) are not asked again.
+    std::vector<size_t> asked;
     std::vector<SandboxedParser::Frame> frames;
-    for (size_t i : at_frames) frames.push_back({s.frames[i].file_offset, i > 0});
+    for (size_t i : at_frames) {
+      UserFrame& f = s.frames[i];
+      auto known = known_names_.find(NameKey{key, f.file_offset, i > 0});
+      if (known == known_names_.end()) {
+        asked.push_back(i);
+        frames.push_back({f.file_offset, i > 0});
+        continue;
+      }
+      ++names_reused_;
+      f.elf_addr = known->second.elf_addr;
+      f.symbols = known->second.symbols;
+      f.srcline = known->second.srcline;
+    }
     // Read through the descriptor kept open: the process may be gone. A
     // binary it could not open stays unnamed in this stack only.
     const int fd = at.fd && *at.fd ? at.fd->get() : -1;
-    std::optional<std::vector<UserSymbolizer::Result>> named = names_.symbolize(key, fd, frames);
+    std::optional<std::vector<UserSymbolizer::Result>> named;
+    if (!frames.empty()) named = names_.symbolize(key, fd, frames);
     {
       std::lock_guard lock(mu_);
       open_files_.erase(binary);  // held by the parser now (or unreadable)
@@ -243,9 +259,11 @@ UserStack UserCapture::symbolize(CapturedStack&& c) {
       else held_.erase(key);  // let go, or its helper restarted: open it again at capture
     }
     if (!named) continue;
-    for (size_t k = 0; k < at_frames.size(); ++k) {
-      UserFrame& f = s.frames[at_frames[k]];
+    if (known_names_.size() + asked.size() > kMaxKnownNames) known_names_.clear();
+    for (size_t k = 0; k < asked.size(); ++k) {
+      UserFrame& f = s.frames[asked[k]];
       UserSymbolizer::Result& r = (*named)[k];
+      known_names_.emplace(NameKey{key, f.file_offset, asked[k] > 0}, r);
       f.elf_addr = r.elf_addr;
       f.symbols = std::move(r.symbols);
       f.srcline = std::move(r.srcline);
