@@ -88,7 +88,7 @@ void UserCapture::say_if_denied(const std::string& path, int error) {
 int32_t UserCapture::binary_index(const MappedFile& f) {
   auto [it, added] = binary_ids_.emplace(std::make_pair(f.path, f.build_id),
                                          static_cast<int32_t>(binaries_.size()));
-  if (added) binaries_.push_back(UserBinary{f.path, f.build_id, f.identity});
+  if (added) binaries_.push_back(UserBinary{f.path, f.build_id, f.identity, f.open_path});
   return it->second;
 }
 
