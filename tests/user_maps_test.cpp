@@ -229,6 +229,31 @@ TEST(UserCapture, NamesAFrameSeenBeforeWithoutTheParser) {
   EXPECT_EQ(capture.names_reused(), 1u);
 }
 
+// Go 1.19's stacks end in its runtime, in no C entry point: whole there.
+TEST(UserStack, ReachesAGoRoot) {
+  const auto stack = [](std::vector<std::vector<std::string>> names) {
+    UserStack s;
+    for (auto& n : names) s.frames.push_back(UserFrame{0x1000, 0, 0x1000, 0x1000, n, ""});
+    return s;
+  };
+  EXPECT_TRUE(reaches_entry_point(stack({{"main.spin+0x2f"},
+                                         {"main.main+0xd5"},
+                                         {"runtime.main+0x212"},
+                                         {"runtime.goexit.abi0+0x1"}})));
+  EXPECT_TRUE(reaches_entry_point(
+      stack({{"main.spin+0x2f"}, {"main.main.func1+0x5a"}, {"runtime.goexit.abi0+0x1"}})));
+  EXPECT_TRUE(reaches_entry_point(stack({{"main.main+0xd5"}, {"runtime.main+0x212"}})));
+  EXPECT_TRUE(reaches_entry_point(
+      stack({{"runtime.schedule+0x2d"}, {"runtime.mstart0+0x6b"}, {"runtime.mstart.abi0+0x5"}})));
+  EXPECT_TRUE(
+      reaches_entry_point(stack({{"runtime.schedinit+0x1c"}, {"runtime.rt0_go.abi0+0x10c"}})));
+  EXPECT_FALSE(reaches_entry_point(stack({{"main.spin+0x2f"}, {"main.main+0xd5"}})));
+  EXPECT_FALSE(reaches_entry_point(stack({{"runtime.schedule+0x2d"}, {"runtime.mstart0+0x6b"}})))
+      << "mstart0 is called by mstart";
+  EXPECT_FALSE(reaches_entry_point(stack({{"main.spin+0x2f"}, {"runtime.goexit1.abi0+0x1"}})));
+  EXPECT_FALSE(reaches_entry_point(stack({{"main.spin+0x2f"}, {"runtime.mainx+0x1"}})));
+}
+
 TEST(PerfMap, NamesJitCodeAsPerfReadsIt) {
   const PerfMap m = PerfMap::parse(
       "7f0000001000 40 jit_one\n"

@@ -30,7 +30,17 @@ bool reaches_entry_point(const UserStack& s) {
   static constexpr std::array<std::string_view, 10> kEntries = {
       "_start", "__libc_start_main", "__libc_start_call_main", "start_thread",  "clone", "__clone",
       "clone3", "__clone3",          "thread_start",           "__thread_start"};
+  // Go's stacks end in no C entry point: a goroutine's in runtime.goexit
+  // (its fake return address, runtime.main's caller), a thread's system
+  // stack in runtime.mstart, the first thread's in runtime.rt0_go (the
+  // assembly ones named with ".abi0").
+  static constexpr std::array<std::string_view, 4> kGoRoots = {"runtime.goexit", "runtime.main",
+                                                               "runtime.mstart", "runtime.rt0_go"};
   const std::string outer = outer_function(s.frames.back());
+  const std::string_view go =
+      std::string_view(outer).substr(0, outer.ends_with(".abi0") ? outer.size() - 5 : outer.size());
+  for (std::string_view e : kGoRoots)
+    if (go == e) return true;
   for (std::string_view e : kEntries)
     if (outer == e) return true;
   // A stripped program's _start has no name; it is the one caller of
