@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "daemon/export/breakdown.h"
 #include "daemon/export/user_binaries.h"
 #include "daemon/model/fsmb.h"
+#include "daemon/model/user_stack.h"
 #include "daemon/symbols/kallsyms.h"
 #include "daemon/symbols/user_maps.h"
 #include "daemon/sys/error.h"
@@ -225,8 +227,8 @@ TEST_F(ExportFiles, UnwritableDirectoryIsRefusedUpFront) {
   }
 }
 
-// This test binary, first under a cap one byte too small, then under one it
-// fits.
+// This test binary, deleted at its path while a process maps it (here: at
+// its own path), first under a cap one byte too small, then under one it fits.
 TEST_F(ExportFiles, SavedBinariesStayWithinTheirCap) {
   prepare_output_dir(dir_);
   // The file itself: qemu-user (the arm64 tests) cannot read /proc/self/exe.
@@ -235,19 +237,76 @@ TEST_F(ExportFiles, SavedBinariesStayWithinTheirCap) {
   const std::string id = elf_build_id(self, &mapped);
   ASSERT_FALSE(id.empty()) << "the test binary has no build id";
   const uint64_t size = fs::file_size(self);
+  const std::string deleted = (dir_ / "deleted").string();
   UserStackSet set;
   set.enabled = true;
-  set.binaries.push_back({self, id, mapped});
+  set.binaries.push_back({deleted, id, mapped, self});
   save_user_binaries(dir_, set, kNoGroup, size - 1);
   EXPECT_FALSE(fs::exists(dir_ / "binaries" / id)) << "copied past the cap";
   std::ifstream index(dir_ / "binaries" / "index");
   std::string line;
   std::getline(index, line);
-  EXPECT_EQ(line, id + " " + self) << "a binary over the cap is still indexed";
+  EXPECT_EQ(line, id + " " + deleted) << "a binary over the cap is still indexed";
 
   save_user_binaries(dir_, set, kNoGroup, size + 4096);  // the index counts too
   EXPECT_TRUE(fs::exists(dir_ / "binaries" / id)) << "a binary within the cap is copied";
   EXPECT_EQ(fs::file_size(dir_ / "binaries" / id), size);
+}
+
+__attribute__((noinline)) int exports_test_marker_function() { return 7; }
+
+// A binary still at its path is indexed, not copied, and decode
+// --user-symbols-from reads it there (its build id checked); replaced, it is
+// copied from where it is mapped, and read from the copy.
+TEST_F(ExportFiles, CopiesOnlyABinaryNoLongerAtItsPath) {
+  prepare_output_dir(dir_);
+  const std::optional<ProcessMaps> maps = ProcessMaps::read(getpid());
+  ASSERT_TRUE(maps);
+  const uint64_t addr = reinterpret_cast<uint64_t>(&exports_test_marker_function);
+  const MappedFile* self = maps->find(addr);
+  ASSERT_NE(self, nullptr);
+  ASSERT_FALSE(self->build_id.empty());
+  const fs::path bin = dir_ / "prog";
+  fs::copy_file(self->path, bin);
+  FileIdentity mapped;
+  ASSERT_EQ(elf_build_id(bin.string(), &mapped), self->build_id);
+  fs::create_hard_link(bin, dir_ / "mapped");  // as /proc/PID/map_files names it
+  UserStackSet set;
+  set.enabled = true;
+  set.binaries.push_back({bin.string(), self->build_id, mapped, (dir_ / "mapped").string()});
+  UserFrame frame{addr, 0, addr - self->start + self->pgoff, 0, {"live_name+0x0"}, ""};
+  set.stacks[1].frames.push_back(frame);
+  const fs::path copy = dir_ / "binaries" / self->build_id;
+
+  save_user_binaries(dir_, set, kNoGroup, 1ull << 30);
+  EXPECT_FALSE(fs::exists(copy)) << "a binary at its path was copied";
+  std::ifstream index(dir_ / "binaries" / "index");
+  std::string line;
+  std::getline(index, line);
+  EXPECT_EQ(line, self->build_id + " " + bin.string());
+  UserStackSet offline = set;
+  resymbolize_user_stacks(offline, dir_.string());
+  ASSERT_FALSE(offline.stacks[1].frames[0].symbols.empty());
+  EXPECT_EQ(user_function_name(offline.stacks[1].frames[0].symbols.back()),
+            "stackmapd::(anonymous namespace)::exports_test_marker_function()")
+      << "read at its path";
+
+  fs::remove(bin);
+  fs::copy_file("/bin/true", bin);  // another build id at the path
+  offline = set;
+  resymbolize_user_stacks(offline, dir_.string());
+  EXPECT_EQ(offline.stacks[1].frames[0].symbols, frame.symbols)
+      << "another file at its path is not read: the names found live stay";
+
+  save_user_binaries(dir_, set, kNoGroup, 1ull << 30);
+  ASSERT_TRUE(fs::exists(copy)) << "a binary replaced at its path is copied";
+  EXPECT_EQ(fs::file_size(copy), fs::file_size(dir_ / "mapped"));
+  offline = set;
+  resymbolize_user_stacks(offline, dir_.string());
+  ASSERT_FALSE(offline.stacks[1].frames[0].symbols.empty());
+  EXPECT_EQ(user_function_name(offline.stacks[1].frames[0].symbols.back()),
+            "stackmapd::(anonymous namespace)::exports_test_marker_function()")
+      << "read from the copy";
 }
 
 }  // namespace

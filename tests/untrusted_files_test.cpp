@@ -203,9 +203,12 @@ TEST_F(UntrustedFilesRoot, LongPerfMapLinesAreCut) {
   EXPECT_LT(m->bytes(), 4096u);
 }
 
-// The export copies a traced binary from its path: a FIFO put there (the
-// binary moved away) is refused at once, and so is another file, even with
-// the same build id; the binary itself is copied.
+// The export copies a traced binary only once its path holds it no more,
+// and only from where a process maps it (here a second link to its inode,
+// as /proc/PID/map_files is). Whatever a user puts at the path is never
+// taken for it: a FIFO (the binary moved away) is refused at once, and so
+// are another file with the same build id and a link to the binary; with
+// no process mapping it, nothing is copied.
 TEST_F(UntrustedFilesRoot, SavedBinaryMustBeTheFileMapped) {
   const fs::path bin = dir_ / "q4";
   fs::copy_file(fs::read_symlink("/proc/self/exe"), bin);  // qemu-user: the test, not qemu
@@ -215,7 +218,7 @@ TEST_F(UntrustedFilesRoot, SavedBinaryMustBeTheFileMapped) {
   ASSERT_FALSE(id.empty());
   UserStackSet set;
   set.enabled = true;
-  set.binaries.push_back({bin.string(), id, mapped});
+  set.binaries.push_back({bin.string(), id, mapped});  // its processes gone
   const fs::path out = dir_ / "out";
   prepare_output_dir(out);
 
@@ -240,8 +243,23 @@ TEST_F(UntrustedFilesRoot, SavedBinaryMustBeTheFileMapped) {
   fs::remove(bin);
   fs::rename(dir_ / "q4.moved", bin);
   save_user_binaries(out, set, kNoGroup, 1ull << 30);
-  EXPECT_TRUE(fs::exists(out / "binaries" / id)) << "the binary mapped, back at its path";
-  EXPECT_EQ(fs::file_size(out / "binaries" / id), fs::file_size(bin));
+  EXPECT_FALSE(fs::exists(out / "binaries" / id)) << "the binary mapped, at its path, was copied";
+
+  // A process maps it still: once a FIFO replaced it at its path, the
+  // mapped file is copied, and only that inode.
+  fs::copy_file(bin, dir_ / "q4.other");
+  set.binaries[0].open_path = (dir_ / "q4.other").string();
+  fs::rename(bin, dir_ / "q4.mapped");
+  ASSERT_EQ(mkfifo(bin.c_str(), 0666), 0);
+  save_user_binaries(out, set, kNoGroup, 1ull << 30);
+  EXPECT_FALSE(fs::exists(out / "binaries" / id)) << "copied from another inode than the mapped";
+  set.binaries[0].open_path = (dir_ / "q4.mapped").string();
+  within_seconds([&] {
+    save_user_binaries(out, set, kNoGroup, 1ull << 30);
+    return 0;
+  });
+  EXPECT_TRUE(fs::exists(out / "binaries" / id)) << "the mapped file, replaced at its path";
+  EXPECT_EQ(fs::file_size(out / "binaries" / id), fs::file_size(dir_ / "q4.mapped"));
 }
 
 }  // namespace

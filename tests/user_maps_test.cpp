@@ -4,6 +4,7 @@
 #include "daemon/symbols/user_maps.h"
 
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "daemon/resolve/user_capture.h"
 #include "daemon/symbols/perf_map.h"
 #include "daemon/symbols/user_symbolizer.h"
+#include "daemon/sys/unique_fd.h"
 
 namespace stackmapd {
 namespace {
@@ -47,6 +49,65 @@ TEST(UserMaps, ReadsThisProcessWithBuildIds) {
 }
 
 __attribute__((noinline)) int user_maps_test_marker_function() { return 42; }
+
+// The opens of the file at `path` (inotify's IN_OPEN) while `read` runs.
+template <typename Read>
+int opens_of(const std::string& path, Read read) {
+  UniqueFd in(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  EXPECT_TRUE(in);
+  EXPECT_GE(inotify_add_watch(in.get(), path.c_str(), IN_OPEN), 0);
+  read();
+  int opens = 0;
+  alignas(inotify_event) char buf[4096];
+  for (ssize_t n; (n = ::read(in.get(), buf, sizeof(buf))) > 0;)
+    for (char* p = buf; p < buf + n;
+         p += sizeof(inotify_event) + reinterpret_cast<inotify_event*>(p)->len)
+      opens += (reinterpret_cast<inotify_event*>(p)->mask & IN_OPEN) != 0;
+  return opens;
+}
+
+// Exec churn: every new process maps the same files. One seen in another
+// process (same dev, inode, size, mtime) is neither opened nor parsed again;
+// rewritten, it is.
+TEST(UserMaps, ReadsAFileSeenInAnotherProcessWithoutOpeningIt) {
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("stackmapd-maps-" + std::to_string(getpid()));
+  std::filesystem::remove_all(root);
+  const std::filesystem::path bin = root / "prog";
+  std::filesystem::create_directories(root);
+  std::filesystem::copy_file("/bin/true", bin);  // a new inode: unknown to the cache
+  const auto fake_process = [&](int pid) {
+    const std::filesystem::path dir = root / std::to_string(pid);
+    std::filesystem::create_directories(dir / "map_files");
+    std::ofstream(dir / "maps") << "555555555000-555555556000 r-xp 00001000 08:01 11 "
+                                << bin.string() << "\n";
+    std::filesystem::create_symlink(bin, dir / "map_files" / "555555555000-555555556000");
+  };
+  for (int pid : {1, 2, 3}) fake_process(pid);
+  int parses = 0;
+  const BuildIdParser parse = [&](int) {
+    ++parses;
+    return std::string("ab") + std::to_string(parses);
+  };
+  std::optional<ProcessMaps> first, second;
+  EXPECT_EQ(opens_of(bin, [&] { first = ProcessMaps::read(1, root.string(), nullptr, parse); }), 1);
+  const BuildIdCacheCounts before = build_id_cache_counts();
+  EXPECT_EQ(opens_of(bin, [&] { second = ProcessMaps::read(2, root.string(), nullptr, parse); }), 0)
+      << "known by a stat of its /proc link";
+  ASSERT_TRUE(first && second);
+  ASSERT_EQ(second->files().size(), 1u);
+  EXPECT_EQ(parses, 1);
+  EXPECT_EQ(second->files()[0].build_id, "ab1");
+  EXPECT_EQ(second->files()[0].identity, first->files()[0].identity);
+  EXPECT_TRUE(second->files()[0].identity.known());
+  EXPECT_EQ(build_id_cache_counts().hits, before.hits + 1);
+  std::ofstream(bin, std::ios::app) << "rewritten";
+  std::optional<ProcessMaps> third = ProcessMaps::read(3, root.string(), nullptr, parse);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(parses, 2) << "a file rewritten in place is parsed again";
+  EXPECT_EQ(third->files()[0].build_id, "ab2");
+  std::filesystem::remove_all(root);
+}
 
 TEST(UserSymbolizer, NamesAFunctionOfThisBinaryByFileOffset) {
   auto m = ProcessMaps::read(getpid());
@@ -146,6 +207,51 @@ TEST(UserStack, ReachesAnEntryPointAsGlibcNamesIt) {
   EXPECT_FALSE(reaches_entry_point(stack({{"work+0x4"}, {"main+0x10"}})));
   EXPECT_FALSE(reaches_entry_point(stack({{"work+0x4"}, {"start_threads+0x1"}})));
   EXPECT_FALSE(reaches_entry_point(stack({})));
+}
+
+// Exec churn: each new process of a program has the same frames at the
+// same file offsets. Named once, they are named again without the parser.
+TEST(UserCapture, NamesAFrameSeenBeforeWithoutTheParser) {
+  auto m = ProcessMaps::read(getpid());
+  ASSERT_TRUE(m);
+  const uint64_t addr = reinterpret_cast<uint64_t>(&user_maps_test_marker_function) + 1;
+  UserCapture capture;
+  const UserStackIps ips{static_cast<uint32_t>(getpid()), 1, {addr}};
+  const UserStack first = capture.symbolize(capture.capture(ips));
+  ASSERT_EQ(first.frames.size(), 1u);
+  ASSERT_FALSE(first.frames[0].symbols.empty());
+  EXPECT_EQ(capture.names_reused(), 0u);
+  const UserStack again =
+      capture.symbolize(capture.capture({ips.pid, 2, ips.ips}));  // as if another exec
+  ASSERT_EQ(again.frames.size(), 1u);
+  EXPECT_EQ(again.frames[0].symbols, first.frames[0].symbols);
+  EXPECT_EQ(again.frames[0].elf_addr, first.frames[0].elf_addr);
+  EXPECT_EQ(capture.names_reused(), 1u);
+}
+
+// Go 1.19's stacks end in its runtime, in no C entry point: whole there.
+TEST(UserStack, ReachesAGoRoot) {
+  const auto stack = [](std::vector<std::vector<std::string>> names) {
+    UserStack s;
+    for (auto& n : names) s.frames.push_back(UserFrame{0x1000, 0, 0x1000, 0x1000, n, ""});
+    return s;
+  };
+  EXPECT_TRUE(reaches_entry_point(stack({{"main.spin+0x2f"},
+                                         {"main.main+0xd5"},
+                                         {"runtime.main+0x212"},
+                                         {"runtime.goexit.abi0+0x1"}})));
+  EXPECT_TRUE(reaches_entry_point(
+      stack({{"main.spin+0x2f"}, {"main.main.func1+0x5a"}, {"runtime.goexit.abi0+0x1"}})));
+  EXPECT_TRUE(reaches_entry_point(stack({{"main.main+0xd5"}, {"runtime.main+0x212"}})));
+  EXPECT_TRUE(reaches_entry_point(
+      stack({{"runtime.schedule+0x2d"}, {"runtime.mstart0+0x6b"}, {"runtime.mstart.abi0+0x5"}})));
+  EXPECT_TRUE(
+      reaches_entry_point(stack({{"runtime.schedinit+0x1c"}, {"runtime.rt0_go.abi0+0x10c"}})));
+  EXPECT_FALSE(reaches_entry_point(stack({{"main.spin+0x2f"}, {"main.main+0xd5"}})));
+  EXPECT_FALSE(reaches_entry_point(stack({{"runtime.schedule+0x2d"}, {"runtime.mstart0+0x6b"}})))
+      << "mstart0 is called by mstart";
+  EXPECT_FALSE(reaches_entry_point(stack({{"main.spin+0x2f"}, {"runtime.goexit1.abi0+0x1"}})));
+  EXPECT_FALSE(reaches_entry_point(stack({{"main.spin+0x2f"}, {"runtime.mainx+0x1"}})));
 }
 
 TEST(PerfMap, NamesJitCodeAsPerfReadsIt) {

@@ -12,7 +12,9 @@
 #      binary path, and the symbol binutils' addr2line gives for the same
 #      offset (-1 for a return address) of the same file;
 #   4. all of it again offline, after the workload exited and its binary was
-#      deleted: decode stack_map.json --user-symbols-from DIR;
+#      deleted: decode stack_map.json --user-symbols-from DIR, from the copy
+#      the export took (deleted while the process ran), the binaries still
+#      at their path (libc) indexed, not copied;
 #   5. without --user-stacks: stat and JSON carry none of its fields;
 #   6. bad input: --user-symbols-from a directory without binaries/.
 #   user_stacks_test.sh STACKMAPD USTACK_WORKLOAD PYTHON
@@ -39,10 +41,22 @@ wpid=$!
 for _ in $(seq 100); do grep -q ready "$tmp/w.out" 2> /dev/null && break; sleep 0.05; done
 
 out=$tmp/out
-timeout 30 "$BIN" --user-stacks --pid $wpid -e kmem:kmem_cache_alloc --by comm --duration 2 \
-  --top 3 --folded "$tmp/live.folded" --output "$out" > "$tmp/live.top" 2> "$tmp/live.err"
+timeout 30 "$BIN" --user-stacks --pid $wpid -e kmem:kmem_cache_alloc --by comm --duration 3 \
+  --top 3 --folded "$tmp/live.folded" --output "$out" > "$tmp/live.top" 2> "$tmp/live.err" &
+daemon=$!
+# Deleted while the session traces (its stacks captured): the export copies
+# it from the process still mapping it, the one way to have it offline.
+for _ in $(seq 200); do grep -q "^stackmapd: tracing" "$tmp/live.err" 2> /dev/null && break; sleep 0.05; done
+sleep 1
+rm -f "$W"
+wait $daemon
 rc=$?
 check "a --user-stacks session runs (rc $rc: $(tail -1 "$tmp/live.err"))" '[ $rc -eq 0 ]'
+build_id=$(readelf -n "$WORKLOAD_SRC" | awk '/Build ID:/ {print $3}')
+check "binaries/: the binary deleted while its process ran is copied ($build_id)" \
+  'cmp -s "$out/binaries/$build_id" "$WORKLOAD_SRC"'
+check "binaries/: the binaries still at their path (libc) are indexed, not copied" \
+  'grep -q " /.*libc\.so\.6$" "$out/binaries/index" && [ "$(ls "$out/binaries" | wc -l)" -eq 2 ]'
 
 # The user frames under the heaviest stack, function names only.
 top_user_functions() {  # top_user_functions TOP_FILE
@@ -54,7 +68,6 @@ for mode in live offline; do
     kill $wpid 2> /dev/null
     wait $wpid 2> /dev/null
     wpid=
-    rm -f "$W"
     timeout 30 "$BIN" decode "$out/stack_map.json" --user-symbols-from "$out" --top 3 \
       > "$tmp/offline.top" 2> "$tmp/offline.err"
     rc=$?

@@ -10,10 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "daemon/export/exports.h"
 #include "daemon/export/utf8_text.h"
@@ -36,17 +38,29 @@ uint64_t directory_bytes(const fs::path& dir) {
   return total;
 }
 
-// Each export tries the binaries again: say once per binary (per daemon) that
-// the cap kept it out, not at every export.
-void warn_over_cap(const UserBinary& b, uint64_t max_bytes) {
+// Each export tries the binaries again: say once per binary (per daemon)
+// why one was not copied, not at every export.
+void warn_once(const UserBinary& b, const std::string& why) {
   static std::mutex mu;
   static std::set<std::string> told;
   std::lock_guard lock(mu);
   if (!told.insert(b.build_id).second) return;
-  spdlog::warn(
-      "{} not copied to binaries/: it would take the directory past its {} MiB cap; "
-      "its frames keep the symbols found live (move older export dirs away to make room)",
-      utf8_text(b.path), max_bytes >> 20);
+  spdlog::warn("{} not copied to binaries/: {}", utf8_text(b.path), why);
+}
+
+// The file at `path` if it is a regular one with that build id (and, when
+// `expect` is known, that very inode): the path is the user's, opened without
+// following a link or waiting on a FIFO (a user can forge a build id, not an
+// inode). Otherwise nullopt, and *why says what is there instead.
+std::optional<OpenedFile> open_checked(const std::string& path, Links links,
+                                       const std::string& build_id, FileIdentity expect,
+                                       std::string* why) {
+  std::optional<OpenedFile> f = open_regular(path, links, why, expect);
+  if (f && elf_build_id(*f) != build_id) {
+    if (why) *why = "its build id changed";
+    f.reset();
+  }
+  return f;
 }
 
 // Copies `size` bytes of `fd` into a new file at `path` with the binary's
@@ -84,21 +98,27 @@ void save_user_binaries(const std::string& dir, const UserStackSet& set, gid_t g
     index += b.build_id + " " + utf8_text(b.path) + "\n";
     const fs::path copy = bin_dir / b.build_id;
     if (fs::exists(copy, ec)) continue;
-    // The path is the user's: opened without following a link or waiting on
-    // a FIFO, and kept only if it is still the file mapped, same inode and
-    // build id (a user can forge a build id, not an inode).
+    if (!b.identity.known()) {
+      warn_once(b, "its inode was not read while it was mapped");
+      continue;
+    }
+    // Still at its path: the index names it, offline symbolizing reads it there.
+    if (open_checked(b.path, Links::refused, b.build_id, b.identity, nullptr)) continue;
+    // Deleted or replaced: copied from the file mapped, while a process maps it.
     std::string why;
     std::optional<OpenedFile> f;
-    if (!b.identity.known()) why = "its inode was not read while it was mapped";
-    else f = open_regular(b.path, Links::refused, &why, b.identity);
-    if (f && elf_build_id(*f) != b.build_id) why = "its build id changed", f.reset();
+    if (b.open_path.empty()) why = "no process of it was seen";
+    else f = open_checked(b.open_path, Links::kernel, b.build_id, b.identity, &why);
     if (!f) {
-      spdlog::warn("{} not copied: {}", utf8_text(b.path), why);
+      warn_once(b,
+                "deleted or replaced at its path, and no process maps it any more (" + why + ")");
       continue;
     }
     const uint64_t size = static_cast<uint64_t>(f->st.st_size);
     if (used + size > max_bytes) {
-      warn_over_cap(b, max_bytes);
+      warn_once(b, "it would take the directory past its " + std::to_string(max_bytes >> 20) +
+                       " MiB cap; its frames keep the symbols found live (move older export dirs "
+                       "away to make room)");
       continue;
     }
     const fs::path tmp = bin_dir / ("." + b.build_id + ".tmp");
@@ -125,14 +145,34 @@ void resymbolize_user_stacks(UserStackSet& set, const std::string& dir) {
   if (!fs::is_directory(bin_dir, ec))
     throw Error("--user-symbols-from " + dir + ": no binaries/ directory there; give the " +
                 "export directory the daemon wrote with --user-stacks");
-  // The binaries the daemon indexed but could not copy (deleted before the
-  // export, or over the cap): their frames keep the names found live.
+  // The binaries the daemon indexed without a copy: still at their path when
+  // exported (read there if they still are, build id checked), or not
+  // copied (deleted with their processes, or over the cap). When no file
+  // has them, their frames keep the names found live.
   std::set<std::string> uncopied;
   std::ifstream index(bin_dir / "index");
   for (std::string line; std::getline(index, line);) {
     const std::string build_id = line.substr(0, line.find(' '));
     if (!build_id.empty() && !fs::exists(bin_dir / build_id, ec)) uncopied.insert(build_id);
   }
+  // By binary: the file read for it ("" none), and the copy or path opened.
+  std::map<int32_t, std::string> files;
+  std::vector<OpenedFile> at_paths;
+  const auto file_of = [&](int32_t binary) -> const std::string& {
+    auto [it, added] = files.try_emplace(binary);
+    const UserBinary& b = set.binaries[binary];
+    if (!added || b.build_id.empty()) return it->second;
+    if (fs::exists(bin_dir / b.build_id, ec)) {
+      it->second = (bin_dir / b.build_id).string();
+    } else if (uncopied.count(b.build_id)) {
+      // The very file checked is the one read: through its descriptor.
+      if (auto f = open_checked(b.path, Links::refused, b.build_id, {}, nullptr)) {
+        it->second = "/proc/self/fd/" + std::to_string(f->fd.get());
+        at_paths.push_back(std::move(*f));
+      }
+    }
+    return it->second;
+  };
   UserSymbolizer symbolizer;
   for (auto& [id, s] : set.stacks)
     for (size_t i = 0; i < s.frames.size(); ++i) {
@@ -142,13 +182,13 @@ void resymbolize_user_stacks(UserStackSet& set, const std::string& dir) {
       const bool in_file = f.binary >= 0 && static_cast<size_t>(f.binary) < set.binaries.size();
       if (!in_file) continue;
       const std::string& build_id = set.binaries[f.binary].build_id;
-      if (uncopied.count(build_id)) continue;
+      const std::string& file = file_of(f.binary);
+      if (file.empty() && uncopied.count(build_id)) continue;
       f.symbols.clear();
       f.srcline.clear();
       f.elf_addr = 0;
-      if (build_id.empty() || !fs::exists(bin_dir / build_id, ec)) continue;
-      UserSymbolizer::Result r =
-          symbolizer.resolve(build_id, (bin_dir / build_id).string(), f.file_offset, i > 0);
+      if (file.empty()) continue;
+      UserSymbolizer::Result r = symbolizer.resolve(build_id, file, f.file_offset, i > 0);
       f.elf_addr = r.elf_addr;
       f.symbols = std::move(r.symbols);
       f.srcline = std::move(r.srcline);

@@ -16,14 +16,18 @@ namespace stackmapd {
 
 struct UserBinary {
   UserBinary() = default;
-  UserBinary(std::string p, std::string id, FileIdentity mapped = {})
-      : path(std::move(p)), build_id(std::move(id)), identity(mapped) {}
+  UserBinary(std::string p, std::string id, FileIdentity mapped = {}, std::string open = {})
+      : path(std::move(p)), build_id(std::move(id)), identity(mapped), open_path(std::move(open)) {}
 
   std::string path;      // as the process mapped it
   std::string build_id;  // hex; empty when the file has none
   // The file mapped (through /proc/PID/map_files): opening `path` later must
   // find this one, not what a user put there since. Unknown when decoded.
   FileIdentity identity;
+  // Where the daemon saw it mapped (/proc/PID/map_files/...): the file a
+  // copy is taken from once `path` holds it no more, while that process
+  // lives. Empty when decoded.
+  std::string open_path;
   bool operator==(const UserBinary&) const = default;
 };
 

@@ -30,7 +30,17 @@ bool reaches_entry_point(const UserStack& s) {
   static constexpr std::array<std::string_view, 10> kEntries = {
       "_start", "__libc_start_main", "__libc_start_call_main", "start_thread",  "clone", "__clone",
       "clone3", "__clone3",          "thread_start",           "__thread_start"};
+  // Go's stacks end in no C entry point: a goroutine's in runtime.goexit
+  // (its fake return address, runtime.main's caller), a thread's system
+  // stack in runtime.mstart, the first thread's in runtime.rt0_go (the
+  // assembly ones named with ".abi0").
+  static constexpr std::array<std::string_view, 4> kGoRoots = {"runtime.goexit", "runtime.main",
+                                                               "runtime.mstart", "runtime.rt0_go"};
   const std::string outer = outer_function(s.frames.back());
+  const std::string_view go =
+      std::string_view(outer).substr(0, outer.ends_with(".abi0") ? outer.size() - 5 : outer.size());
+  for (std::string_view e : kGoRoots)
+    if (go == e) return true;
   for (std::string_view e : kEntries)
     if (outer == e) return true;
   // A stripped program's _start has no name; it is the one caller of
@@ -88,7 +98,7 @@ void UserCapture::say_if_denied(const std::string& path, int error) {
 int32_t UserCapture::binary_index(const MappedFile& f) {
   auto [it, added] = binary_ids_.emplace(std::make_pair(f.path, f.build_id),
                                          static_cast<int32_t>(binaries_.size()));
-  if (added) binaries_.push_back(UserBinary{f.path, f.build_id, f.identity});
+  if (added) binaries_.push_back(UserBinary{f.path, f.build_id, f.identity, f.open_path});
   return it->second;
 }
 
@@ -230,12 +240,28 @@ UserStack UserCapture::symbolize(CapturedStack&& c) {
       std::lock_guard lock(mu_);
       key = key_of(binary);
     }
+    // Frames named before (any process's: an offset of a binary names the
+    // same everywhere) are not asked again.
+    std::vector<size_t> asked;
     std::vector<SandboxedParser::Frame> frames;
-    for (size_t i : at_frames) frames.push_back({s.frames[i].file_offset, i > 0});
+    for (size_t i : at_frames) {
+      UserFrame& f = s.frames[i];
+      auto known = known_names_.find(NameKey{key, f.file_offset, i > 0});
+      if (known == known_names_.end()) {
+        asked.push_back(i);
+        frames.push_back({f.file_offset, i > 0});
+        continue;
+      }
+      ++names_reused_;
+      f.elf_addr = known->second.elf_addr;
+      f.symbols = known->second.symbols;
+      f.srcline = known->second.srcline;
+    }
     // Read through the descriptor kept open: the process may be gone. A
     // binary it could not open stays unnamed in this stack only.
     const int fd = at.fd && *at.fd ? at.fd->get() : -1;
-    std::optional<std::vector<UserSymbolizer::Result>> named = names_.symbolize(key, fd, frames);
+    std::optional<std::vector<UserSymbolizer::Result>> named;
+    if (!frames.empty()) named = names_.symbolize(key, fd, frames);
     {
       std::lock_guard lock(mu_);
       open_files_.erase(binary);  // held by the parser now (or unreadable)
@@ -243,9 +269,11 @@ UserStack UserCapture::symbolize(CapturedStack&& c) {
       else held_.erase(key);  // let go, or its helper restarted: open it again at capture
     }
     if (!named) continue;
-    for (size_t k = 0; k < at_frames.size(); ++k) {
-      UserFrame& f = s.frames[at_frames[k]];
+    if (known_names_.size() + asked.size() > kMaxKnownNames) known_names_.clear();
+    for (size_t k = 0; k < asked.size(); ++k) {
+      UserFrame& f = s.frames[asked[k]];
       UserSymbolizer::Result& r = (*named)[k];
+      known_names_.emplace(NameKey{key, f.file_offset, asked[k] > 0}, r);
       f.elf_addr = r.elf_addr;
       f.symbols = std::move(r.symbols);
       f.srcline = std::move(r.srcline);

@@ -10,12 +10,14 @@
 // (JIT code) is named at capture from the process's /tmp/perf-PID.map
 // (perf_map.h), read at the first such frame of the process.
 //
-// Memory is bounded: kMaxProcesses processes' maps and UserSymbolizer's open
-// binaries, each cap counted. Two threads use an instance: one capture()s,
-// one symbolize()s (a new binary's first names take up to 300 ms, libc's
-// with its debug file: captures must not wait for them).
+// Memory is bounded: kMaxProcesses processes' maps, UserSymbolizer's open
+// binaries (each cap counted) and kMaxKnownNames frames' names. Two threads
+// use an instance: one capture()s, one symbolize()s (a new binary's first
+// names take up to 300 ms, libc's with its debug file: captures must not
+// wait for them).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <list>
@@ -25,6 +27,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -62,6 +65,9 @@ class UserCapture {
   static constexpr size_t kMaxOpenFiles = 128;
   // The JIT names held for all processes (each map at most PerfMap::kMaxBytes).
   static constexpr size_t kMaxPerfMapBytes = 256u << 20;
+  // Frames' names kept by (binary, offset), about 200 bytes each: every
+  // new process of a binary names the same frames.
+  static constexpr size_t kMaxKnownNames = 16384;
 
   // `proc` is the proc filesystem's root (tests pass another); `unwind`, when
   // given, gets each process's maps as they are read (its unwind tables), on
@@ -81,6 +87,8 @@ class UserCapture {
   uint64_t processes_evicted() const;
   uint64_t binaries_evicted() const { return names_.let_go(); }
   uint64_t parse_failures() const { return ids_.failures() + names_.failures(); }
+  // Frames named from kMaxKnownNames, without asking the parser.
+  uint64_t names_reused() const { return names_reused_; }
   UnwindCounts unwind_counts() const { return unwind_ ? unwind_->counts() : UnwindCounts{}; }
 
  private:
@@ -105,7 +113,12 @@ class UserCapture {
   std::unique_ptr<UnwindThread> unwind_;  // null without unwind tables
   SandboxedParser ids_{"build ids"};      // capture()'s alone
   SandboxedParser names_{"symbols"};      // symbolize()'s alone
-  mutable std::mutex mu_;                 // guards what follows
+  // A frame's names by (symbolizer key, file offset, is a return address);
+  // symbolize()'s alone, emptied when full.
+  using NameKey = std::tuple<std::string, uint64_t, bool>;
+  std::map<NameKey, UserSymbolizer::Result> known_names_;
+  std::atomic<uint64_t> names_reused_ = 0;
+  mutable std::mutex mu_;  // guards what follows
   // The symbolizer's keys as symbolize() last saw them: capture() holds a
   // binary open for it only when it is not there.
   std::set<std::string> held_;

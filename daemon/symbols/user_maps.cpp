@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "daemon/sys/file_io.h"
 
@@ -30,6 +32,48 @@ struct KnownFile {
 };
 constexpr size_t kMaxKnownFiles = 8192;
 
+KnownFile known_file(const struct stat& st) {
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+          static_cast<uint64_t>(st.st_size),
+          static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000u +
+              static_cast<uint64_t>(st.st_mtim.tv_nsec)};
+}
+
+// Every new process maps the same few files: a file's id is read once. A
+// file rewritten in place changes its mtime or size, and is read again.
+class KnownIds {
+ public:
+  std::optional<std::string> find(const KnownFile& f) {
+    std::lock_guard lock(mu_);
+    auto it = ids_.find(f);
+    if (it == ids_.end()) {
+      ++counts_.misses;
+      return std::nullopt;
+    }
+    ++counts_.hits;
+    return it->second;
+  }
+  void add(const KnownFile& f, const std::string& id) {
+    std::lock_guard lock(mu_);
+    if (ids_.size() >= kMaxKnownFiles) ids_.clear();
+    ids_.emplace(f, id);
+  }
+  BuildIdCacheCounts counts() {
+    std::lock_guard lock(mu_);
+    return counts_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<KnownFile, std::string> ids_;
+  BuildIdCacheCounts counts_;
+};
+
+KnownIds& known_ids() {
+  static KnownIds ids;
+  return ids;
+}
+
 std::string to_hex(const unsigned char* p, size_t n) {
   static const char digits[] = "0123456789abcdef";
   std::string out;
@@ -42,6 +86,8 @@ std::string to_hex(const unsigned char* p, size_t n) {
 
 }  // namespace
 
+BuildIdCacheCounts build_id_cache_counts() { return known_ids().counts(); }
+
 std::string elf_build_id(const std::string& path, FileIdentity* identity) {
   std::optional<OpenedFile> f = open_regular(path, Links::kernel, nullptr);
   if (!f) return "";
@@ -49,19 +95,10 @@ std::string elf_build_id(const std::string& path, FileIdentity* identity) {
   return elf_build_id(*f);
 }
 
-std::string elf_build_id(const OpenedFile& f, const BuildIdParser& parse) {
-  // Every new process maps the same few files: a file's id is read once. A
-  // file rewritten in place changes its mtime or size, and is read again.
-  const KnownFile who{static_cast<uint64_t>(f.st.st_dev), static_cast<uint64_t>(f.st.st_ino),
-                      static_cast<uint64_t>(f.st.st_size),
-                      static_cast<uint64_t>(f.st.st_mtim.tv_sec) * 1000000000u +
-                          static_cast<uint64_t>(f.st.st_mtim.tv_nsec)};
-  static std::mutex mu;
-  static std::map<KnownFile, std::string> known;
-  {
-    std::lock_guard lock(mu);
-    if (auto it = known.find(who); it != known.end()) return it->second;
-  }
+namespace {
+
+// Parses the id of a file the cache does not know, and keeps it.
+std::string parse_build_id(const OpenedFile& f, const BuildIdParser& parse) {
   std::string out;
   if (parse) {
     out = parse(f.fd.get());
@@ -74,10 +111,15 @@ std::string elf_build_id(const OpenedFile& f, const BuildIdParser& parse) {
     out = elf_build_id(elf);
     elf_end(elf);
   }
-  std::lock_guard lock(mu);
-  if (known.size() >= kMaxKnownFiles) known.clear();
-  known.emplace(who, out);
+  known_ids().add(known_file(f.st), out);
   return out;
+}
+
+}  // namespace
+
+std::string elf_build_id(const OpenedFile& f, const BuildIdParser& parse) {
+  if (std::optional<std::string> id = known_ids().find(known_file(f.st))) return *id;
+  return parse_build_id(f, parse);
 }
 
 std::string elf_build_id(Elf* elf) {
@@ -114,6 +156,25 @@ ProcessMaps ProcessMaps::parse(const std::string& text) {
   return m;
 }
 
+namespace {
+
+// The build id and identity of the file mapped at `open_path`: a stat
+// through the /proc link names it (dev, inode, size, mtime), so a file seen
+// before, in any process, is neither opened nor parsed again.
+std::pair<std::string, FileIdentity> mapped_file_id(const std::string& open_path,
+                                                    const BuildIdParser& parse_id) {
+  struct stat st = {};
+  if (stat(open_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  const FileIdentity identity{st.st_dev, st.st_ino};
+  if (std::optional<std::string> id = known_ids().find(known_file(st))) return {*id, identity};
+  // Opened as the file stat named, else (replaced meanwhile) none.
+  std::optional<OpenedFile> f = open_regular(open_path, Links::kernel, nullptr, identity);
+  if (!f) return {};
+  return {parse_build_id(*f, parse_id), identity};
+}
+
+}  // namespace
+
 std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& proc, int* error,
                                              const BuildIdParser& parse_id) {
   const std::string dir = proc + "/" + std::to_string(pid);
@@ -131,15 +192,8 @@ std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& pr
     snprintf(range, sizeof(range), "%" PRIx64 "-%" PRIx64, file.start, file.end);
     file.open_path = dir + "/map_files/" + range;
     auto it = ids.find(file.path);
-    if (it == ids.end()) {
-      FileIdentity identity;
-      std::string id;
-      if (std::optional<OpenedFile> f = open_regular(file.open_path, Links::kernel, nullptr)) {
-        identity = f->identity();
-        id = elf_build_id(*f, parse_id);
-      }
-      it = ids.emplace(file.path, std::make_pair(id, identity)).first;
-    }
+    if (it == ids.end())
+      it = ids.emplace(file.path, mapped_file_id(file.open_path, parse_id)).first;
     std::tie(file.build_id, file.identity) = it->second;
   }
   return m;

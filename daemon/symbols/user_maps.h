@@ -69,9 +69,17 @@ class ProcessMaps {
 // ELF file or no regular file. *identity: the file read.
 std::string elf_build_id(const std::string& path, FileIdentity* identity = nullptr);
 // Of a file open already, read once per file (and again when rewritten) by
-// `parse`, or here when none is given.
+// `parse`, or here when none is given. ProcessMaps::read looks a mapped file
+// up by a stat of its /proc link first: a file known is not even opened.
 std::string elf_build_id(const OpenedFile& f, const BuildIdParser& parse = {});
 // The same of an ELF file already open.
 std::string elf_build_id(Elf* elf);
+
+// The build ids known by file (dev, inode, size, mtime), this process's:
+// a lookup found one (hit) or the file was opened and parsed (miss).
+struct BuildIdCacheCounts {
+  uint64_t hits = 0, misses = 0;
+};
+BuildIdCacheCounts build_id_cache_counts();
 
 }  // namespace stackmapd
