@@ -95,6 +95,9 @@ static __always_inline struct smt_globals *get_globals(void)
 {
 	return &globals;
 }
+
+/* A global function (stack_table.h's smt_wait_published). */
+#define SMT_WAIT_FN __noinline
 #endif
 
 #include "stackmapd/stack_table.h"

@@ -18,7 +18,9 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "daemon/http/metrics.h"
 #include "daemon/run/http_endpoints.h"
@@ -123,6 +125,21 @@ std::optional<uint64_t> metric_sum(const std::string& text, const std::string& f
 
 // The per-source series of /metrics against the total, after a real burst of
 // two sources' events (batched: a count record carries many events).
+// Each program loaded is verified whole: a session loads only those it
+// attaches, and a reload that adds tracepoints to one without them needs a
+// new session.
+TEST_F(BpfSessionTest, LoadsOnlyTheProgramsItAttaches) {
+  SessionConfig c;
+  c.profile_hz = 99;
+  const std::unique_ptr<BpfSession> s = BpfSession::load(c);
+  std::vector<std::string> roles;
+  for (const auto& [role, fd] : s->programs()) roles.push_back(role);
+  EXPECT_EQ(roles, std::vector<std::string>{"profile"});
+  EXPECT_TRUE(s->can_reattach({}));
+  EXPECT_FALSE(s->can_reattach(kmem_config().events));
+  EXPECT_TRUE(BpfSession::load(kmem_config())->can_reattach(kmem_config().events));
+}
+
 TEST_F(BpfSessionTest, SourceEventsSeriesSumToEventsTotal) {
   SessionConfig c = kmem_config();
   c.events.push_back({"kmem", "kmalloc"});

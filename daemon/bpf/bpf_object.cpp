@@ -152,6 +152,9 @@ const std::vector<std::string>& BpfObject::pin_names() {
 // Returns whether the maps are those of a table pinned under pin_dir.
 bool BpfObject::load_own(const SessionConfig& config) {
   skel_ = open_skeleton(config);
+  // Only the programs the session attaches: the verifier walks each one
+  // loaded whole (with --user-stacks, most of the start-up's time).
+  bpf_program__set_autoload(skel_->progs.stackmapd_tracepoint, !config.events.empty());
   bpf_program__set_autoload(skel_->progs.stackmapd_profile, config.profile_hz > 0);
   bpf_program__set_autoload(skel_->progs.stackmapd_fentry, false);
   const bool kprobes =
@@ -219,7 +222,8 @@ bool BpfObject::load_own(const SessionConfig& config) {
   batches_fd_ = bpf_map__fd(skel_->maps.batches);
   ids_fd_ = bpf_map__fd(skel_->maps.ids);
   offcpu_start_fd_ = bpf_map__fd(skel_->maps.offcpu_start);
-  tracepoint_prog_ = bpf_program__fd(skel_->progs.stackmapd_tracepoint);
+  tracepoint_prog_ =
+      config.events.empty() ? -1 : bpf_program__fd(skel_->progs.stackmapd_tracepoint);
   profile_prog_ = config.profile_hz ? bpf_program__fd(skel_->progs.stackmapd_profile) : -1;
   offcpu_prog_ = config.offcpu ? bpf_program__fd(skel_->progs.stackmapd_offcpu) : -1;
   kprobe_program_ = kprobes ? skel_->progs.stackmapd_kprobe : nullptr;

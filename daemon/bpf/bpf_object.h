@@ -58,7 +58,7 @@ class BpfObject {
   int batches_fd() const { return batches_fd_; }
   uint32_t batch_count() const { return batch_count_; }
   int ids_fd() const { return ids_fd_; }
-  int tracepoint_prog() const { return tracepoint_prog_; }
+  int tracepoint_prog() const { return tracepoint_prog_; }  // -1: our own, loaded without events
   // --pinned: the tracepoint program's copies, one per tracepoint attached
   // at once (loader_pins.h); empty for our own object, whose one program
   // tells its sources apart by cookie.

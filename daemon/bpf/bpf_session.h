@@ -74,6 +74,11 @@ class BpfSession {
   // Attaches to `events` instead of the current tracepoints; the table is
   // kept. Links of events in both sets stay; on failure nothing changes.
   void reattach(const std::vector<Tracepoint>& events);
+  // Whether reattach() can take `events`: a session loaded without
+  // tracepoints has no program for them.
+  bool can_reattach(const std::vector<Tracepoint>& events) const {
+    return events.empty() || object_.tracepoint_prog() >= 0;
+  }
   // Stops new events, waits for those in flight and counts every event into
   // the store: the ring drained, the batches' entries absorbed. After it the
   // store, the table's ref_counts and the counters agree exactly.

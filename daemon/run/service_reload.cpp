@@ -62,7 +62,7 @@ std::string Service::reload() {
   const std::string pin_dir = pin_lock_ ? pin_lock_->dir() : "";
   if (!sc.pin_dir.empty() && sc.pin_dir != pin_dir) pin_lock.emplace(sc.pin_dir);
   // What the records mean or how they are kept changes only with a new session.
-  const bool same_table = sc.table() == table_;
+  const bool same_table = sc.table() == table_ && session_->can_reattach(sc.events);
 
   sd_notify(0, "RELOADING=1");
   std::string how;
