@@ -172,6 +172,19 @@ __noinline int smt_unwind_row_in(const struct smt_unwind_mapping *m, __u64 pc, _
 	return 1;
 }
 
+/* The step from *r to its caller by row (when has_row) or frame pointer.
+ * Its own function, verified once: inline in the walk's callback, the
+ * verifier carried the outcome of each of its branches (which counter, an
+ * exact ip or a return address) into the next step's state, and the
+ * callback never converged (its first instruction verified 598 times). */
+__noinline int smt_unwind_step_by(const struct smt_unwind_row *row, __u32 has_row,
+				  struct smt_unwind_regs *r)
+{
+	if (!row || !r)
+		return SMC_USER_FAULT;
+	return smt_unwind_step(has_row ? row : 0, r);
+}
+
 struct unwind_walk {
 	struct smt_unwind_regs r;
 	__u64 *ips;
@@ -200,7 +213,7 @@ static long unwind_step_cb(__u32 i, void *ctx)
 	w->nr = i + 1;
 	if (found == 1)
 		has_row = smt_unwind_row_in(&m, smt_unwind_lookup_pc(&w->r), w->tgid, w->now, &row);
-	w->stop = smt_unwind_step(has_row ? &row : 0, &w->r);
+	w->stop = smt_unwind_step_by(&row, has_row, &w->r);
 	return w->stop != 0;
 }
 
