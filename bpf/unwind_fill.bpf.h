@@ -61,7 +61,8 @@ struct vma_found {
 	__u32 found;
 };
 
-static long vma_found_cb(struct task_struct *task, struct vm_area_struct *vma, struct vma_found *out)
+static long vma_found_cb(struct task_struct *task, struct vm_area_struct *vma,
+			 struct vma_found *out)
 {
 	struct file *f = vma->vm_file;
 
