@@ -116,8 +116,15 @@ bool UnwindLoader::load_file(const Key& key, const std::string& open_path, uint6
   try {
     t = tables_.get(open_path);
   } catch (const Error& e) {
-    // No CFI (frame pointers then), not x86_64, gone: once per file.
     spdlog::debug("{}", e.what());
+    struct stat st;
+    if (lstat(open_path.c_str(), &st) != 0) {
+      // Its process exited meanwhile: the next one to meet the file asks again.
+      maps_.forget_file(file_key(key.first, key.second));
+      ++counts_.asked_gone;
+      return false;
+    }
+    // No CFI (frame pointers then), not x86_64: once per file.
     no_table_.emplace(key, e.what());
     ++counts_.no_table;
     return false;
@@ -155,6 +162,8 @@ void UnwindLoader::want(const smt_unwind_wanted& w) {
   snprintf(range, sizeof(range), "/map_files/%llx-%llx", static_cast<unsigned long long>(m.start),
            static_cast<unsigned long long>(m.end));
   const std::string path = proc_ + "/" + std::to_string(w.tgid) + range;
+  // Asked before its table came in some other way (another process's maps).
+  if (files_.count({m.ino, m.dev}) || no_table_.count({m.ino, m.dev})) return;
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) {
     // The asking process exited (or unmapped it): not the file's fault. The
