@@ -3,9 +3,9 @@
 # Nothing finished on the loop: with a user table of ~16 k stacks
 # (tests/workloads/many_stacks.c, 2^14 paths, under --user-stacks),
 # `ctl top`, `ctl snapshot`, `ctl reset` and /debug/pprof are answered while
-# no turn of the daemon's loop lasts more than 50 ms: the daemon's own
-# stackmapd_loop_turn_seconds histogram, read before and after, gains no
-# turn above its 0.05 bucket. Their answers are checked too (they still come).
+# the daemon's loop keeps its turns short: its own stackmapd_loop_turn_seconds
+# histogram, read before and after, gains at most one turn above its 0.05
+# bucket (the scheduler's) and none above 0.5. Their answers are checked too (they still come).
 #   loop_turns_test.sh STACKMAPD MANY_STACKS
 set -u
 BIN=$1
@@ -25,10 +25,10 @@ P_HTTP=19511
 url=http://127.0.0.1:$P_HTTP
 run=$tmp/run
 ctl() { timeout 20 "$BIN" --socket "$run/control.sock" ctl "$@" 2>&1; }
-# Turns longer than 50 ms so far, and the longest.
+# Turns longer than $1 s (a bucket's bound; 0.05 unless given) so far, and the longest.
 slow_turns() {
-  curl -sS --max-time 10 "$url/metrics" | awk '
-    /^stackmapd_loop_turn_seconds_bucket\{le="0.05"\}/ { fast = $2 }
+  curl -sS --max-time 10 "$url/metrics" | awk -v le="${1:-0.05}" '
+    $0 ~ "^stackmapd_loop_turn_seconds_bucket\\{le=\"" le "\"\\}" { fast = $2 }
     /^stackmapd_loop_turn_seconds_count/ { all = $2 }
     /^stackmapd_loop_longest_turn_seconds/ { longest = $2 }
     END { if (all == "") print "none"; else print all - fast, longest }'
@@ -55,7 +55,13 @@ done
 check "the user table holds ~16 k stacks (${users:-none})" '[ "${users:-0}" -ge 15000 ]'
 ctl top 1 > /dev/null  # waits for every stack's names: the first ones are slow
 
+# On 2 CPUs with the workload spinning on one, the scheduler can stretch any
+# one turn past 50 ms (60-200 ms seen, once per run at most); work finished on
+# the loop stretches every request's turn (ctl top took 200-377 ms each, its
+# first 1.6 s, before issue 38). So: at most one turn over 50 ms, none over 500.
+gained() { echo $((${2%% *} - ${1%% *})); }
 before=$(slow_turns)
+before_long=$(slow_turns 0.5)
 check "the daemon counts its loop's turns ($before)" '[ "$before" != none ]'
 for round in 1 2; do
   ctl top 20 > "$tmp/top.$round"
@@ -66,14 +72,20 @@ for round in 1 2; do
   check "/debug/pprof answers a profile ($round)" '[ -s "$tmp/profile.$round" ]'
 done
 after=$(slow_turns)
+after_long=$(slow_turns 0.5)
 echo "turns over 50 ms and the longest (s): before $before, after $after"
-check "no turn of the loop held it over 50 ms meanwhile" '[ "${before%% *}" = "${after%% *}" ]'
+check "at most one turn of the loop over 50 ms meanwhile" '[ "$(gained "$before" "$after")" -le 1 ]'
+check "none over 500 ms" '[ "$(gained "$before_long" "$after_long")" -eq 0 ]'
 check "stack_map.json was written whole" 'python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$run/stack_map.json"'
 
+# A reset waits out three RCU grace periods on the loop (daemon/bpf/table_reset.cpp,
+# membarrier): the same bounds. Finishing its cut is off the loop.
 ctl reset > "$tmp/reset"
 check "ctl reset answers with the ended epoch ($(cat "$tmp/reset"))" 'grep -qE "^reset: epoch [0-9]+ ended with [0-9]+ events in [0-9]+ unique stacks" "$tmp/reset"'
 last=$(slow_turns)
-check "nor did the reset ($last)" '[ "${before%% *}" = "${last%% *}" ]'
+last_long=$(slow_turns 0.5)
+check "nor did the reset hold it over 50 ms more than once ($last)" '[ "$(gained "$after" "$last")" -le 1 ]'
+check "nor over 500 ms" '[ "$(gained "$after_long" "$last_long")" -eq 0 ]'
 
 kill "$pid"
 wait "$pid"
