@@ -57,8 +57,8 @@ ctl top 1 > /dev/null  # waits for every stack's names: the first ones are slow
 
 # On 2 CPUs with the workload spinning on one, the scheduler can stretch any
 # one turn past 50 ms (60-200 ms seen, once per run at most); work finished on
-# the loop stretches every request's turn (ctl top took 200-377 ms each, its
-# first 1.6 s, before issue 38). So: at most one turn over 50 ms, none over 500.
+# the loop stretches every request's turn (ctl top finished on the loop took
+# 200-377 ms each, its first 1.6 s). So: at most one turn over 50 ms, none over 500.
 gained() { echo $((${2%% *} - ${1%% *})); }
 before=$(slow_turns)
 before_long=$(slow_turns 0.5)
