@@ -11,15 +11,16 @@ RowAllocator::RowAllocator(uint32_t max_rows) : max_rows_(max_rows) {
   if (max_rows) free_.emplace(0, max_rows);
 }
 
-std::optional<uint32_t> RowAllocator::take_rows(uint32_t n) {
+bool RowAllocator::take_rows(uint32_t n, uint32_t& first) {
   for (auto it = free_.begin(); it != free_.end(); ++it) {
-    const auto [first, len] = *it;
+    const auto [at, len] = *it;
     if (len < n) continue;
     free_.erase(it);
-    if (len > n) free_.emplace(first + n, len - n);
-    return first;
+    if (len > n) free_.emplace(at + n, len - n);
+    first = at;
+    return true;
   }
-  return std::nullopt;
+  return false;
 }
 
 void RowAllocator::give_back(uint32_t first, uint32_t n) {
@@ -64,18 +65,20 @@ std::optional<RowAllocator::Placement> RowAllocator::place(const Table& t, uint6
                                                            const LastUse& last_use) {
   if (auto it = placed_.find(t); it != placed_.end()) return Placement{it->second.first, false};
   const auto n = static_cast<uint32_t>(std::min<size_t>(t->rows.size(), UINT32_MAX));
-  std::optional<uint32_t> first = n <= max_rows_ ? take_rows(n) : std::nullopt;
+  // No std::optional here: aarch64's gcc takes its value for uninitialized.
+  uint32_t first = 0;
+  bool found = n <= max_rows_ && take_rows(n, first);
   // Evicted one at a time, tried after each: freed rows join the free runs
   // around them, a run that may hold n where neither did alone.
-  while (!first && n <= max_rows_ && evict_one(now, last_use)) first = take_rows(n);
-  if (!first) {
+  while (!found && n <= max_rows_ && evict_one(now, last_use)) found = take_rows(n, first);
+  if (!found) {
     ++counts_.rows_full;
     return std::nullopt;
   }
   counts_.rows += n;
   ++counts_.tables;
-  placed_.emplace(t, Placed{*first, now});
-  return Placement{*first, true};
+  placed_.emplace(t, Placed{first, now});
+  return Placement{first, true};
 }
 
 }  // namespace stackmapd

@@ -52,8 +52,8 @@ class RowAllocator {
   RowCounts counts() const { return counts_; }
 
  private:
-  // A run of n free rows, taken; nullopt when none is that long.
-  std::optional<uint32_t> take_rows(uint32_t n);
+  // A run of n free rows, taken (its first in `first`); false when none is that long.
+  bool take_rows(uint32_t n, uint32_t& first);
   void give_back(uint32_t first, uint32_t n);
   // Evicts the least recently used table not in use; false when none is left.
   bool evict_one(uint64_t now, const LastUse& last_use);
