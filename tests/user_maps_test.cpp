@@ -3,8 +3,10 @@
 // daemon/model/user_stack.h), and the symbolizer against this test binary.
 #include "daemon/symbols/user_maps.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +15,7 @@
 #include <fstream>
 
 #include "daemon/model/user_stack.h"
+#include "daemon/resolve/sandboxed_parser.h"
 #include "daemon/resolve/user_capture.h"
 #include "daemon/symbols/perf_map.h"
 #include "daemon/symbols/user_symbolizer.h"
@@ -211,6 +214,51 @@ TEST(UserStack, ReachesAnEntryPointAsGlibcNamesIt) {
 
 // Exec churn: each new process of a program has the same frames at the
 // same file offsets. Named once, they are named again without the parser.
+// A process living 50 ms exits while a new file of it is parsed (the parse
+// takes longer): every file is looked at first, and the files the caller
+// asked for (a stack's) are held open from that first look, known or not.
+TEST(UserMaps, LooksAtEveryFileBeforeParsingAnyAndHoldsTheAskedOnesOpen) {
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("stackmapd-exits-" + std::to_string(getpid()));
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root);
+  const std::filesystem::path prog = root / "prog", lib = root / "lib";
+  std::filesystem::copy_file("/bin/true", prog);  // new inodes: unknown to the cache
+  std::filesystem::copy_file("/bin/false", lib);
+  const auto map = [&](int pid,
+                       const std::vector<std::pair<std::string, std::filesystem::path>>& mappings) {
+    const std::filesystem::path dir = root / std::to_string(pid);
+    std::filesystem::create_directories(dir / "map_files");
+    std::ofstream maps(dir / "maps");
+    for (const auto& [range, file] : mappings) {
+      maps << range << " r-xp 00001000 08:01 11 " << file.string() << "\n";
+      std::filesystem::create_symlink(file, dir / "map_files" / range);
+    }
+  };
+  map(1, {{"7f0000001000-7f0000002000", lib}});
+  map(2, {{"555555555000-555555556000", prog}, {"7f0000001000-7f0000002000", lib}});
+  ASSERT_TRUE(ProcessMaps::read(1, root.string(), nullptr, [](int) { return "11"; }));
+  // The process exits during the first parse: its /proc links are gone.
+  const BuildIdParser parse_and_exit = [&](int) {
+    std::filesystem::remove_all(root / "2" / "map_files");
+    return std::string("22");
+  };
+  ProcessMaps::OpenedFiles opened{{0x7f0000001100}, {}};
+  std::optional<ProcessMaps> m =
+      ProcessMaps::read(2, root.string(), nullptr, parse_and_exit, &opened);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->files().size(), 2u);
+  EXPECT_EQ(m->files()[0].build_id, "22");
+  EXPECT_EQ(m->files()[1].build_id, "11") << "known from process 1";
+  for (const MappedFile& f : m->files()) EXPECT_TRUE(f.identity.known()) << f.path;
+  ASSERT_EQ(opened.by_path.size(), 1u) << "the asked file only";
+  ASSERT_TRUE(opened.by_path.count(lib.string()));
+  struct stat st = {};
+  ASSERT_EQ(fstat(opened.by_path[lib.string()]->get(), &st), 0);
+  EXPECT_EQ(st.st_ino, m->files()[1].identity.ino) << "the file mapped, held open";
+  std::filesystem::remove_all(root);
+}
+
 TEST(UserCapture, NamesAFrameSeenBeforeWithoutTheParser) {
   auto m = ProcessMaps::read(getpid());
   ASSERT_TRUE(m);
@@ -227,6 +275,34 @@ TEST(UserCapture, NamesAFrameSeenBeforeWithoutTheParser) {
   EXPECT_EQ(again.frames[0].symbols, first.frames[0].symbols);
   EXPECT_EQ(again.frames[0].elf_addr, first.frames[0].elf_addr);
   EXPECT_EQ(capture.names_reused(), 1u);
+}
+
+// The helper forgets the least recently used binary past its cap; a stack
+// that brought the file anyway (the capture opened it) is named through it,
+// not left unnamed because the daemon believed the helper still held it.
+TEST(SandboxedParser, SendsTheFileAgainWhenTheHelperLetItGo) {
+  auto m = ProcessMaps::read(getpid());
+  ASSERT_TRUE(m);
+  const uint64_t addr = reinterpret_cast<uint64_t>(&user_maps_test_marker_function);
+  const MappedFile* self = m->find(addr);
+  ASSERT_NE(self, nullptr);
+  const std::vector<SandboxedParser::Frame> frames{{addr - self->start + self->pgoff, false}};
+  UniqueFd exe(open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
+  UniqueFd other(open("/bin/true", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(exe && other);
+  SandboxedParser parser("symbols");
+  const auto named = [&] {
+    std::optional<std::vector<UserSymbolizer::Result>> r =
+        parser.symbolize("self", exe.get(), frames);
+    return r && r->size() == 1 && !(*r)[0].symbols.empty() ? user_function_name((*r)[0].symbols[0])
+                                                           : std::string();
+  };
+  EXPECT_EQ(named(), "stackmapd::(anonymous namespace)::user_maps_test_marker_function()");
+  for (size_t i = 0; i < UserSymbolizer::kDefaultMaxBinaries; ++i)
+    ASSERT_TRUE(parser.symbolize("other " + std::to_string(i), other.get(), {{0, false}}));
+  EXPECT_TRUE(parser.holds("self")) << "as far as the daemon knows";
+  EXPECT_EQ(named(), "stackmapd::(anonymous namespace)::user_maps_test_marker_function()");
+  EXPECT_EQ(parser.let_go(), 1u);
 }
 
 // Go 1.19's stacks end in its runtime, in no C entry point: whole there.

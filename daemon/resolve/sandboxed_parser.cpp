@@ -204,9 +204,10 @@ std::optional<std::vector<UserSymbolizer::Result>> SandboxedParser::symbolize(
   }
   sent_generation_ = sandbox_.generation();
   Reader r(*reply);
-  if (r.get<uint8_t>() == kNeedFile) {  // the helper let it go (its cap): the caller opens it again
+  if (r.get<uint8_t>() == kNeedFile) {  // the helper let it go (its cap)
     if (sent_.erase(key)) ++let_go_;
-    return std::nullopt;
+    // Sent again when the caller has it at hand; else the caller opens it again.
+    return fd >= 0 && !send ? symbolize(key, fd, frames) : std::nullopt;
   }
   sent_.insert(key);
   std::vector<UserSymbolizer::Result> out(frames.size());

@@ -54,13 +54,14 @@ UserCapture::UserCapture(std::string proc, std::unique_ptr<UnwindLoader> unwind)
   if (unwind) unwind_ = std::make_unique<UnwindThread>(std::move(unwind));
 }
 
-const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool reread, bool& read) {
+const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool reread, bool& read,
+                                        ProcessMaps::OpenedFiles& opened) {
   const uint64_t key = uint64_t{exec_id} << 32 | pid;
   for (auto it = maps_.begin(); it != maps_.end(); ++it)
     if (it->first == key) {
       if (reread) {
         std::optional<ProcessMaps> fresh =
-            ProcessMaps::read(pid, proc_, nullptr, sandboxed_build_ids(ids_));
+            ProcessMaps::read(pid, proc_, nullptr, sandboxed_build_ids(ids_), &opened);
         if (fresh) {
           it->second = std::move(*fresh);
           read = true;  // code mapped since (dlopen): its unwind tables too
@@ -70,7 +71,8 @@ const ProcessMaps* UserCapture::maps_of(uint32_t pid, uint32_t exec_id, bool rer
       return &maps_.front().second;
     }
   int error = 0;
-  std::optional<ProcessMaps> m = ProcessMaps::read(pid, proc_, &error, sandboxed_build_ids(ids_));
+  std::optional<ProcessMaps> m =
+      ProcessMaps::read(pid, proc_, &error, sandboxed_build_ids(ids_), &opened);
   if (!m) {
     say_if_denied(proc_ + "/" + std::to_string(pid) + "/maps", error);
     return nullptr;
@@ -108,11 +110,15 @@ const std::string& UserCapture::key_of(int32_t binary) const {
   return b.build_id.empty() ? b.path : b.build_id;
 }
 
-std::shared_ptr<const UniqueFd> UserCapture::open_file(int32_t binary, const MappedFile& f) {
+std::shared_ptr<const UniqueFd> UserCapture::open_file(int32_t binary, const MappedFile& f,
+                                                       const ProcessMaps::OpenedFiles& opened) {
   auto it = open_files_.find(binary);
   if (it != open_files_.end()) return it->second;
   if (open_files_.size() >= kMaxOpenFiles) return nullptr;
-  auto fd = std::make_shared<const UniqueFd>(open(f.open_path.c_str(), O_RDONLY | O_CLOEXEC));
+  auto at_read = opened.by_path.find(f.path);
+  auto fd = at_read != opened.by_path.end()
+                ? at_read->second
+                : std::make_shared<const UniqueFd>(open(f.open_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!*fd) {
     say_if_denied(f.open_path, errno);
     return nullptr;
@@ -187,7 +193,10 @@ CapturedStack UserCapture::capture(const UserStackIps& ips) {
   CapturedStack c;
   c.stack.pid = ips.pid;
   bool read = false;
-  const ProcessMaps* maps = maps_of(ips.pid, ips.exec_id, false, read);
+  // The stack's files, opened as the maps are read: the process may exit
+  // while a new file's build id is parsed.
+  ProcessMaps::OpenedFiles opened{ips.ips, {}};
+  const ProcessMaps* maps = maps_of(ips.pid, ips.exec_id, false, read, opened);
   // Code mapped since the maps were read (dlopen): read them again, once.
   bool reread = false, perf_map_reread = false;
   for (uint64_t addr : ips.ips) {
@@ -196,7 +205,7 @@ CapturedStack UserCapture::capture(const UserStackIps& ips) {
     const MappedFile* file = maps ? maps->find(addr) : nullptr;
     if (!file && maps && !reread && !maps->find_other_code(addr)) {
       reread = true;
-      maps = maps_of(ips.pid, ips.exec_id, true, read);
+      maps = maps_of(ips.pid, ips.exec_id, true, read, opened);
       file = maps ? maps->find(addr) : nullptr;
     }
     if (!file && maps) {
@@ -216,7 +225,8 @@ CapturedStack UserCapture::capture(const UserStackIps& ips) {
       f.file_offset = addr - file->start + file->pgoff;
       // /proc/PID/map_files/... opens only while the process lives.
       auto [at, added] = c.files.try_emplace(f.binary, CapturedStack::File{file->open_path, {}});
-      if (added && !held_.count(key_of(f.binary))) at->second.fd = open_file(f.binary, *file);
+      if (added && !held_.count(key_of(f.binary)))
+        at->second.fd = open_file(f.binary, *file, opened);
     }
     c.stack.frames.push_back(std::move(f));
   }

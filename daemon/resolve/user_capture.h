@@ -92,10 +92,14 @@ class UserCapture {
   UnwindCounts unwind_counts() const { return unwind_ ? unwind_->counts() : UnwindCounts{}; }
 
  private:
-  // `read`: set when the maps were read now (their unwind tables are due).
-  const ProcessMaps* maps_of(uint32_t pid, uint32_t exec_id, bool reread, bool& read);
+  // `read`: set when the maps were read now (their unwind tables are due);
+  // `opened`: the files reading them opened.
+  const ProcessMaps* maps_of(uint32_t pid, uint32_t exec_id, bool reread, bool& read,
+                             ProcessMaps::OpenedFiles& opened);
   int32_t binary_index(const MappedFile& f);
-  std::shared_ptr<const UniqueFd> open_file(int32_t binary, const MappedFile& f);
+  // `f` held open for symbolize(): the descriptor reading the maps opened, else a new one.
+  std::shared_ptr<const UniqueFd> open_file(int32_t binary, const MappedFile& f,
+                                            const ProcessMaps::OpenedFiles& opened);
   // One warning line, the first time a process's maps or binary are not ours
   // to read (EACCES, EPERM): processes of other users without the capabilities.
   void say_if_denied(const std::string& path, int error);

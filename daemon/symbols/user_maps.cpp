@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <unordered_map>
@@ -158,25 +159,33 @@ ProcessMaps ProcessMaps::parse(const std::string& text) {
 
 namespace {
 
-// The build id and identity of the file mapped at `open_path`: a stat
-// through the /proc link names it (dev, inode, size, mtime), so a file seen
-// before, in any process, is neither opened nor parsed again.
-std::pair<std::string, FileIdentity> mapped_file_id(const std::string& open_path,
-                                                    const BuildIdParser& parse_id) {
+// A mapped file as a stat through its /proc link named it (dev, inode, size,
+// mtime): a file seen before, in any process, is neither opened nor parsed
+// again; one not seen is opened at once, parsed later.
+struct LookedAt {
+  std::string build_id;
+  FileIdentity identity;
+  std::optional<OpenedFile> opened;
+  bool parse = false;  // its id is still to read from `opened`
+};
+
+LookedAt look_at(const std::string& open_path, bool open_anyway) {
+  LookedAt f;
   struct stat st = {};
-  if (stat(open_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
-  const FileIdentity identity{st.st_dev, st.st_ino};
-  if (std::optional<std::string> id = known_ids().find(known_file(st))) return {*id, identity};
+  if (stat(open_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return f;
+  f.identity = FileIdentity{st.st_dev, st.st_ino};
+  std::optional<std::string> id = known_ids().find(known_file(st));
+  if (id) f.build_id = std::move(*id);
   // Opened as the file stat named, else (replaced meanwhile) none.
-  std::optional<OpenedFile> f = open_regular(open_path, Links::kernel, nullptr, identity);
-  if (!f) return {};
-  return {parse_build_id(*f, parse_id), identity};
+  if (!id || open_anyway) f.opened = open_regular(open_path, Links::kernel, nullptr, f.identity);
+  f.parse = !id && f.opened;
+  return f;
 }
 
 }  // namespace
 
 std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& proc, int* error,
-                                             const BuildIdParser& parse_id) {
+                                             const BuildIdParser& parse_id, OpenedFiles* opened) {
   const std::string dir = proc + "/" + std::to_string(pid);
   // The access check is at open (proc_maps_open): its errno says which.
   const std::optional<std::string> text = read_file(dir + "/maps");
@@ -185,16 +194,27 @@ std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& pr
     return std::nullopt;
   }
   ProcessMaps m = parse(*text);
-  // One build id per file, however many mappings it has.
-  std::unordered_map<std::string, std::pair<std::string, FileIdentity>> ids;
+  std::set<std::string> wanted;
+  if (opened)
+    for (uint64_t addr : opened->at)
+      if (const MappedFile* f = m.find(addr)) wanted.insert(f->path);
+  // One look per file, however many mappings it has; all before any parse.
+  std::unordered_map<std::string, LookedAt> files;
   for (MappedFile& file : m.files_) {
     char range[64];
     snprintf(range, sizeof(range), "%" PRIx64 "-%" PRIx64, file.start, file.end);
     file.open_path = dir + "/map_files/" + range;
-    auto it = ids.find(file.path);
-    if (it == ids.end())
-      it = ids.emplace(file.path, mapped_file_id(file.open_path, parse_id)).first;
-    std::tie(file.build_id, file.identity) = it->second;
+    if (!files.count(file.path))
+      files.emplace(file.path, look_at(file.open_path, wanted.count(file.path) != 0));
+  }
+  for (auto& [path, f] : files) {
+    if (f.parse) f.build_id = parse_build_id(*f.opened, parse_id);
+    if (f.opened && wanted.count(path))
+      opened->by_path[path] = std::make_shared<const UniqueFd>(std::move(f.opened->fd));
+  }
+  for (MappedFile& file : m.files_) {
+    const LookedAt& f = files.at(file.path);
+    std::tie(file.build_id, file.identity) = std::tie(f.build_id, f.identity);
   }
   return m;
 }

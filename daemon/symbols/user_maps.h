@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,9 +50,18 @@ class ProcessMaps {
   // its maps are not ours to read (*error: errno, EACCES without
   // CAP_SYS_PTRACE for another user's process). `proc` is the proc
   // filesystem's root (tests pass another).
-  // Build ids are read with `parse_id` (here when none is given).
+  // Build ids are read with `parse_id` (here when none is given). Every
+  // file is looked at (a stat of its /proc link, an open when not known)
+  // before any is parsed: a parse is slow, and a short-lived process may
+  // exit meanwhile. `opened`: files the caller reads next (the process may
+  // be gone by then), opened in the same first look.
+  struct OpenedFiles {
+    std::vector<uint64_t> at;  // the files mapped at these addresses are opened
+    std::map<std::string, std::shared_ptr<const UniqueFd>> by_path;  // filled
+  };
   static std::optional<ProcessMaps> read(uint32_t pid, const std::string& proc = "/proc",
-                                         int* error = nullptr, const BuildIdParser& parse_id = {});
+                                         int* error = nullptr, const BuildIdParser& parse_id = {},
+                                         OpenedFiles* opened = nullptr);
   // Parses the text of a maps file (no build ids: open_path is left empty).
   static ProcessMaps parse(const std::string& text);
 
