@@ -30,6 +30,7 @@
 #include "daemon/run/tracer.h"
 #include "daemon/symbols/kernel_probe.h"
 #include "daemon/symbols/symbol_sources.h"
+#include "daemon/sys/build_info.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/host_name.h"
 #include "daemon/sys/logging.h"
@@ -89,8 +90,12 @@ OutputPlan session_outputs(const TraceArgs& args) {
   if (!args.output.empty())
     plan.add(OutputKind::exports, args.output,
              "wrote stack_map, stack_map_stat, stack_map_bin, stack_map.json to " + args.output);
-  if (!args.folded.empty()) plan.add(OutputKind::folded, args.folded);
-  if (!args.svg.empty()) plan.add(OutputKind::svg, args.svg);
+  if (!args.folded.empty())
+    plan.add(OutputKind::folded, args.folded,
+             args.folded == "-" ? "" : "wrote the folded stacks to " + args.folded);
+  if (!args.svg.empty())
+    plan.add(OutputKind::svg, args.svg,
+             "wrote the flame graph to " + args.svg + " (open it in a browser)");
   if (!args.pprof.empty())
     plan.add(
         OutputKind::pprof, args.pprof,
@@ -243,6 +248,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   OptionTable trace_options(app);
   trace_options.add(kRequest, app.add_flag("-v,--verbose", verbose, "Log libbpf and the verifier"));
+  trace_options.add(kRequest, app.set_version_flag("--version",
+                                                   std::string("stackmapd ") + build_version() +
+                                                       " (revision " + build_revision() + ")",
+                                                   "Print the version and the source revision"));
   app.footer(
       "stackmapd [OPTIONS] -- CMD ARGS...: run CMD once the programs are attached and trace only "
       "it and its descendants (followed by fork, not by name) until it exits; SIGINT and SIGTERM "

@@ -286,8 +286,11 @@ check "--cpu 1: only CPU 1" '[ "$(grep -cv " \[001\] " "$tmp/cpu.txt")" -eq 0 ]'
 # Flame graphs: --folded and --svg from a session, and from its exports.
 "$PY" -c "$LOOP" 3 &
 loop_pid=$!
-"$BIN" --duration 2 --output "$tmp/flame" --folded "$tmp/flame.folded" --svg "$tmp/flame.svg" 2> /dev/null
+"$BIN" --duration 2 --output "$tmp/flame" --folded "$tmp/flame.folded" --svg "$tmp/flame.svg" 2> "$tmp/flame.err"
 check "a session writes --folded and --svg" '[ -s "$tmp/flame.folded" ] && [ -s "$tmp/flame.svg" ]'
+check "... and says where, as for the other outputs" \
+  'grep -qx "stackmapd: wrote the folded stacks to $tmp/flame.folded" "$tmp/flame.err" &&
+   grep -qx "stackmapd: wrote the flame graph to $tmp/flame.svg (open it in a browser)" "$tmp/flame.err"'
 wait $loop_pid
 hits=$(grep '^hits:' "$tmp/flame/stack_map_stat" | awk '{print $2}')
 check "folded lines are 'root;...;leaf count'" '[ "$(grep -cvE "^[^ ;]+(;[^ ;]+)* [0-9]+\$" "$tmp/flame.folded")" -eq 0 ]'
@@ -394,6 +397,11 @@ expect_error "bad event 'kmem_cache_alloc': use CATEGORY:NAME" "$BIN" -e kmem_ca
 expect_error "--duration must be more than 0 seconds" "$BIN" --duration 0
 expect_error "cannot create output directory /proc/stackmapd/out" "$BIN" --output /proc/stackmapd/out --duration 1
 expect_error "argument was not expected: --bogus" "$BIN" --bogus
+# --pid $(pidof NAME) when no NAME runs: the shell gives --pid the next option.
+expect_error "--pid was given no pid (the next word is the option '--duration'): the pid list is empty" \
+  "$BIN" --pid --duration 1
+check "--version names the version and the source revision" \
+  '"$BIN" --version | grep -qx "stackmapd [0-9.]* (revision $(git -C "$SRC" describe --always --dirty --abbrev=12))"'
 expect_error "--ringbuf-kb 100 is not a power of two" "$BIN" --ringbuf-kb 100
 expect_error "this kernel has no ftrace stackmap" "$BIN" --backend tracefs --duration 1
 expect_error "--backend: nope not in" "$BIN" --backend nope

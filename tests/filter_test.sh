@@ -47,6 +47,8 @@ workloads() {
     sleep)
       start_workload sleepy --comm smtf-sleepy sleep 40 2 && go=$wpid
       start_workload sleepx --comm smtf-sleepx sleep 40 2 && go="$go $wpid" ;;
+    vfork)
+      start_workload vfork --comm smtf-vfork vfork 40 2 && go=$wpid ;;
     exec)
       ln -sf "$(readlink -f "$WORKLOAD")" "$tmp/smtf-exec"
       ln -sf "$(readlink -f "$WORKLOAD")" "$tmp/smtf-other"
@@ -107,6 +109,9 @@ same_count stat kmem:kmem_cache_alloc 'name == "names_cache" && comm ~ "smtf-*"'
 same_count sleep sched:sched_switch 'prev_comm ~ "*sleepy" || prev_comm == "smtf-sleepy" && prev_state & 1' 40
 same_count sleep sched:sched_switch 'prev_comm ~ "smtf-sl[a-y]epy" && prev_prio > -1' 40
 same_count sleep sched:sched_switch 'prev_comm ~ "smtf-sleep?" && prev_comm != "smtf-sleepx"' 40
+# prev_state & 2, D: a parent waiting out its vfork child, as docs/usage.md's
+# example asks (no disk needed); its child sleeps in S (1), not counted.
+same_count vfork sched:sched_switch 'prev_comm ~ "smtf-v*" && prev_state & 2' 40
 # __data_loc strings: "*x" is the string's own end; a glob with ?.
 same_count exec sched:sched_process_exec 'filename ~ "*/smtf-exec" && old_pid > 0' 2
 same_count exec sched:sched_process_exec 'filename ~ "/tmp/*/smtf-?xec" || filename ~ "*smtf-oth*"' 3

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "daemon/export/utf8_text.h"
+#include "daemon/sys/build_info.h"
 #include "daemon/sys/file_io.h"
 
 namespace stackmapd::http {
@@ -98,6 +99,10 @@ double ratio(uint64_t part, uint64_t whole) {
 std::string format_metrics(const MetricsInput& in) {
   const TableStats& st = in.stats;
   Writer w;
+  // Prometheus' convention for what runs: a constant 1, the build in its labels.
+  w.family("stackmapd_build_info", "gauge", "The daemon's version and source revision (always 1).");
+  w.sample(uint64_t{1},
+           label("version", build_version()) + "," + label("revision", build_revision()));
   w.one("stackmapd_events_total", "counter", "Events seen by the BPF programs since they loaded.",
         st.events_total);
   w.family("stackmapd_source_events_total", "counter",

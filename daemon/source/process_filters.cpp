@@ -29,6 +29,10 @@ uint32_t parse_pid(const std::string& word) {
   uint32_t pid = 0;
   const char* end = word.data() + word.size();
   auto [at, ec] = std::from_chars(word.data(), end, pid);
+  // `--pid $(pidof NAME)` with no NAME running: the shell passed the next option.
+  if (word.starts_with("--"))
+    throw Error("--pid was given no pid (the next word is the option " + quoted(word) +
+                "): the pid list is empty; is the process running (pidof NAME found none?)");
   if (ec != std::errc() || at != end || pid == 0 || pid > kPidMax)
     throw Error("--pid " + quoted(word) +
                 " is not a process id: give numbers, as in --pid 1234,1235 or --pid \"$(pidof "

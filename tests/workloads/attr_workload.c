@@ -5,6 +5,7 @@
  *
  *   attr_workload [--go READY_FILE] [--comm NAME] stat N [EXEC_PATH M]
  *   attr_workload [--go READY_FILE] [--comm NAME] sleep N MS
+ *   attr_workload [--go READY_FILE] [--comm NAME] vfork N MS
  *
  * --comm NAME: first names itself NAME with prctl(PR_SET_NAME), as any
  *   unprivileged process may, with any bytes (tests/byte_names_test.sh).
@@ -15,6 +16,9 @@
  *   kmem:kmem_cache_alloc), then, with EXEC_PATH, execs EXEC_PATH stat M
  *   (same pid, new comm: the basename of EXEC_PATH); else exits at once.
  * sleep N MS: N clock_nanosleep(CLOCK_MONOTONIC) of MS milliseconds each.
+ * vfork N MS: N vfork()s whose child sleeps MS milliseconds, then exits: the
+ *   parent waits for it uninterruptibly (TASK_KILLABLE), sched_switch's
+ *   prev_state D (2), as a task blocked on disk I/O does, with no disk.
  *
  * Prints to stderr, once done: "attr_workload: pid P comm C: N ops in U us".
  */
@@ -26,6 +30,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,8 +47,23 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: attr_workload [--go READY_FILE] [--comm NAME] stat N [EXEC_PATH M]\n"
-		"       attr_workload [--go READY_FILE] [--comm NAME] sleep N MS\n");
+		"       attr_workload [--go READY_FILE] [--comm NAME] sleep N MS\n"
+		"       attr_workload [--go READY_FILE] [--comm NAME] vfork N MS\n");
 	exit(2);
+}
+
+/* One vfork whose child sleeps *ts; a function of its own, so that no
+ * variable of the caller lives across vfork(). */
+static int vfork_and_wait(const struct timespec *ts)
+{
+	pid_t child = vfork();
+
+	if (child == 0) {
+		/* The child shares the parent's memory: system calls only. */
+		syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, ts, NULL);
+		_exit(0);
+	}
+	return child < 0 || waitpid(child, NULL, 0) != child;
 }
 
 static long number(const char *s)
@@ -133,6 +154,16 @@ int main(int argc, char **argv)
 			if (err) {
 				fprintf(stderr, "attr_workload: clock_nanosleep: %s\n",
 					strerror(err));
+				return 1;
+			}
+		}
+	} else if (!strcmp(mode, "vfork") && argc - i == 3) {
+		long ms = number(argv[i + 2]);
+		struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+		for (; done < n; done++) {
+			if (vfork_and_wait(&ts)) {
+				perror("attr_workload: vfork");
 				return 1;
 			}
 		}
