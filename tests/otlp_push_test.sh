@@ -8,7 +8,8 @@
 #     thread of its own);
 #   - the request arrives in the end, POSTed to the path with
 #     Content-Type application/x-protobuf, and protoc decodes it
-#     (tests/otlp/profiles.proto) with samples and no unknown field;
+#     (with opentelemetry-proto's own files, tests/otlp/opentelemetry-proto)
+#     with samples and no unknown field;
 #   - Retry-After is waited for, the hang ends at otlp-timeout, and
 #     stackmapd_otlp_requests_total says what each attempt met;
 #   - a 400 is dropped, not retried; a bad endpoint stops the start in one line, and
@@ -81,7 +82,8 @@ check "the hang ends at otlp-timeout, 2 s, then a backoff ($(gap hang) s)" \
 
 # The 5th request (0-based 4) is the one the 4 failures were about.
 check "the accepted request is the one first refused" 'cmp -s "$tmp/got/0.pb" "$tmp/got/4.pb"'
-protoc --decode=stackmapd.otlp_test.ExportProfilesServiceRequest -I "$HERE/otlp" profiles.proto \
+protoc --decode=opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest \
+  -I "$HERE/otlp/opentelemetry-proto" opentelemetry/proto/collector/profiles/v1development/profiles_service.proto \
   < "$tmp/got/4.pb" > "$tmp/got.txt" 2> "$tmp/got.err"
 rc=$?
 check "protoc decodes it ($(head -1 "$tmp/got.err"))" '[ $rc -eq 0 ]'

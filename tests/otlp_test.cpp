@@ -189,7 +189,8 @@ TEST(OtlpTest, KeysAreSampleAttributesEachOnce) {
   EXPECT_EQ(r.attrs(samples[0]), (std::set<std::string>{"process.pid=812", "thread.name=app"}));
   EXPECT_EQ(r.attrs(samples[1]), (std::set<std::string>{"process.pid=1", "thread.name=init"}));
   EXPECT_EQ(r.attrs(samples[2]), r.attrs(samples[0]));
-  EXPECT_EQ(r.attributes.size(), 1u + 4u + 1u);  // 4 (key, value) pairs and the build id
+  // 4 (key, value) pairs, the build id and the frames' one type
+  EXPECT_EQ(r.attributes.size(), 1u + 4u + 1u + 1u);
 }
 
 TEST(OtlpTest, CountsAndWeightsAreProfilesOfTheirUnits) {

@@ -6,9 +6,9 @@
 # field number shows as a bare number), and what it reads agrees with the
 # JSON export: the events total, the off-CPU total, --by's keys as
 # attributes, each location once, every index within its table.
-# The schema is tests/otlp/profiles.proto, hand-written; with
-# OTLP_PROTO_SRC=DIR (a checkout of open-telemetry/opentelemetry-proto) the
-# repository's own files are used instead.
+# The schema is opentelemetry-proto's own files at the commit
+# daemon/export/otlp_protos.h names (tests/otlp/opentelemetry-proto); with
+# OTLP_PROTO_SRC=DIR, another checkout of that repository's.
 #   otlp_test.sh STACKMAPD [PYTHON]
 set -u
 BIN=$1
@@ -20,15 +20,10 @@ trap 'rm -rf "$tmp"' EXIT
 source "$HERE/check_lib.sh"
 command -v protoc > /dev/null || { fail "protoc is missing: run scripts/deps.sh"; exit 1; }
 
-if [ -n "${OTLP_PROTO_SRC:-}" ]; then
-  proto=(-I "$OTLP_PROTO_SRC" opentelemetry/proto/collector/profiles/v1development/profiles_service.proto)
-  type=opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest
-  echo "schema: the real protos under $OTLP_PROTO_SRC"
-else
-  proto=(-I "$HERE/otlp" profiles.proto)
-  type=stackmapd.otlp_test.ExportProfilesServiceRequest
-  echo "schema: tests/otlp/profiles.proto"
-fi
+proto_src=${OTLP_PROTO_SRC:-$HERE/otlp/opentelemetry-proto}
+proto=(-I "$proto_src" opentelemetry/proto/collector/profiles/v1development/profiles_service.proto)
+type=opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest
+echo "schema: opentelemetry-proto's files under $proto_src"
 # j EXPR FILE: a Python expression over the JSON document `d`.
 j() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$2"; }
 
@@ -43,10 +38,10 @@ decoded() {
   "$PY" "$HERE/otlp/summary.py" "$tmp/$name.txt" > "$tmp/$name.json"
 }
 
-timeout 60 "$BIN" --offcpu --by pid,comm,cgroup --duration 2 --output "$tmp/s" \
+timeout 60 "$BIN" --offcpu --user-stacks --by pid,comm,cgroup --duration 2 --output "$tmp/s" \
   --otlp "$tmp/s.pb" > "$tmp/s.out" 2> "$tmp/s.err"
 rc=$?
-check "session: 'stackmapd --offcpu --by pid,comm,cgroup --otlp' exits 0 ($(tail -1 "$tmp/s.err"))" \
+check "session: 'stackmapd --offcpu --user-stacks --by pid,comm,cgroup --otlp' exits 0 ($(tail -1 "$tmp/s.err"))" \
   '[ $rc -eq 0 ]'
 check "session: says where the profile went" 'grep -q "wrote the OpenTelemetry profile to" "$tmp/s.err"'
 check "session: the file is private (0640: raw kernel addresses)" \
@@ -65,7 +60,12 @@ check "session: off_cpu/nanoseconds totals the JSON export's weight ($weight)" \
   '[ "$(f "d[\"totals\"].get(\"off_cpu/nanoseconds\")" s)" = "$weight" ]'
 keys=$(f '",".join(d["attribute_keys"])' s)
 check "session: --by's keys are the attributes, with the kernel's build id ($keys)" \
-  '[[ "$keys" =~ ^(process.executable.build_id.gnu,)?process.pid,stackmapd.cgroup,thread.name$ ]]'
+  '[[ "$keys" =~ ^(process.executable.build_id.gnu,)?process.pid,profile.frame.type,stackmapd.cgroup,thread.name$ ]]'
+types=$(f 'd["frame_types"]' s)
+check "session: every location's profile.frame.type, kernel where its mapping is ($types)" \
+  '[ "$(f "set(d[\"frame_types\"]) == {\"kernel\", \"native\"}" s)" = True ]'
+check "session: the scope says its version and both the semantic conventions' schema ($(f 'd["scopes"]' s))" \
+  '[ "$(f "all(x[\"name\"] == \"stackmapd\" and x[\"version\"] and x[\"schema_url\"] == \"https://opentelemetry.io/schemas/1.37.0\" for x in d[\"scopes\"]) and d[\"resource_schemas\"] == [\"https://opentelemetry.io/schemas/1.37.0\"]" s)" = True ]'
 check "session: string_table[0] is \"\", each string once" \
   '[ "$(f "d[\"first_string\"] == \"\" and d[\"strings_unique\"]" s)" = True ]'
 check "session: each location once" \

@@ -5,7 +5,7 @@
 // at ac2c4b5 (2026-08-18): the profiles signal's v1development schema with
 // the shared ProfilesDictionary and its stack_table. A number here is the
 // format: a wrong one is dropped as unknown by a receiver without a word.
-// tests/otlp/profiles.proto repeats them for protoc, from the same files.
+// tests/otlp/opentelemetry-proto holds those files, which the tests decode with.
 #pragma once
 
 #include <cstdint>
@@ -28,9 +28,9 @@ enum ProfilesDictionary : uint32_t {
   kStackTable = 7,
 };
 // profiles/v1development/profiles.proto (ResourceProfiles)
-enum ResourceProfiles : uint32_t { kResource = 1, kScopeProfiles = 2 };
+enum ResourceProfiles : uint32_t { kResource = 1, kScopeProfiles = 2, kResourceSchemaUrl = 3 };
 // profiles/v1development/profiles.proto (ScopeProfiles)
-enum ScopeProfiles : uint32_t { kScope = 1, kProfiles = 2 };
+enum ScopeProfiles : uint32_t { kScope = 1, kProfiles = 2, kScopeSchemaUrl = 3 };
 // profiles/v1development/profiles.proto (Profile)
 enum Profile : uint32_t {
   kSampleType = 1,
@@ -57,7 +57,12 @@ enum Mapping : uint32_t {
 // profiles/v1development/profiles.proto (Stack)
 enum Stack : uint32_t { kLocationIndices = 1 };
 // profiles/v1development/profiles.proto (Location)
-enum Location : uint32_t { kMappingIndex = 1, kAddress = 2, kLines = 3 };
+enum Location : uint32_t {
+  kMappingIndex = 1,
+  kAddress = 2,
+  kLines = 3,
+  kLocationAttributeIndices = 4
+};
 // profiles/v1development/profiles.proto (Line)
 enum Line : uint32_t { kFunctionIndex = 1, kLine = 2 };
 // profiles/v1development/profiles.proto (Function)

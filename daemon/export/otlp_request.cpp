@@ -8,6 +8,7 @@
 #include "daemon/export/utf8_text.h"
 #include "daemon/export/weight_unit.h"
 #include "daemon/model/hex_text.h"
+#include "daemon/sys/build_info.h"
 
 namespace stackmapd {
 
@@ -19,6 +20,11 @@ namespace o = otlp;
 
 inline constexpr const char* kOtherKey = "stackmapd.other";  // events past the cap on keys
 inline constexpr const char* kBuildIdKey = "process.executable.build_id.gnu";
+// Semantic conventions 1.37.0, as the OpenTelemetry eBPF profiler writes
+// them: its schema, and each location's kind of frame ("kernel", "native"),
+// by which Pyroscope tells kernel frames apart.
+inline constexpr const char* kSchemaUrl = "https://opentelemetry.io/schemas/1.37.0";
+inline constexpr const char* kFrameTypeKey = "profile.frame.type";
 
 // The weight's sample type: off-CPU time, or a --sum field, in bytes where its
 // name says so (weight_unit.h's rule, as pprof's sample type reads it).
@@ -60,7 +66,7 @@ size_t OtlpRequest::cost(const OtlpEntry& e,
   if (!stack_of_callstack_[e.callstack]) n += 16 + 6 * c.frames.size();
   for (uint32_t f : c.frames) {
     if (location_of_frame_[f]) continue;
-    n += 96;
+    n += 100;  // its fields and frame type's index
     const Frame& fr = snap_.frames[f];
     if (!fr.user) {
       n += 4 * names_.function(f).size() + 64;
@@ -181,6 +187,9 @@ uint64_t OtlpRequest::location(uint32_t frame) {
   } else {
     user_location(names_.user(frame), loc);
   }
+  ProtoWriter type;
+  type.bytes(o::kStringValue, f.user ? "native" : "kernel");
+  loc.packed_varints(o::kLocationAttributeIndices, {attribute(kFrameTypeKey, type)});
   locations_.message(o::kLocationTable, loc);
   index = static_cast<int32_t>(++locations_count_);
   return static_cast<uint64_t>(index);
@@ -315,8 +324,10 @@ ProtoWriter OtlpRequest::resource_profiles(const Resource& r) {
     resource.message(o::kAttributes, key_value("k8s.pod.uid", r.id.pod_uid));
   ProtoWriter scope;
   scope.bytes(o::kName, "stackmapd");
+  scope.bytes(o::kVersion, build_version());
   ProtoWriter scope_profiles;
   scope_profiles.message(o::kScope, scope);
+  scope_profiles.bytes(o::kScopeSchemaUrl, kSchemaUrl);
   scope_profiles.message(o::kProfiles, profile(opt_.profile_hz ? value_type("samples", "count")
                                                                : value_type("events", "count"),
                                                r.counts));
@@ -327,6 +338,7 @@ ProtoWriter OtlpRequest::resource_profiles(const Resource& r) {
   ProtoWriter rp;
   rp.message(o::kResource, resource);
   rp.message(o::kScopeProfiles, scope_profiles);
+  rp.bytes(o::kResourceSchemaUrl, kSchemaUrl);
   return rp;
 }
 

@@ -66,6 +66,27 @@ def main():
     for st in stacks[1:]:
         ok &= all(0 < i < len(locations) for i in st.get("location_indices", []))
     keys = sorted({strings[one(a, "key_strindex")] for a in attributes[1:]})
+    # Each location's profile.frame.type: "kernel" exactly where its mapping
+    # is the kernel's, "native" elsewhere.
+    mappings = d.get("mapping_table", [])
+    frame_types = {}
+    for loc in locations[1:]:
+        types = [one(one(attributes[i], "value", {}), "string_value", "")
+                 for i in loc.get("attribute_indices", [])
+                 if 0 < i < len(attributes)
+                 and strings[one(attributes[i], "key_strindex")] == "profile.frame.type"]
+        t = types[0] if len(types) == 1 else "untyped"
+        m = one(loc, "mapping_index")
+        in_kernel = 0 < m < len(mappings) and \
+            strings[one(mappings[m], "filename_strindex")] == "[kernel.kallsyms]"
+        if (t == "kernel") != in_kernel or t not in ("kernel", "native"):
+            t = "wrong"
+        frame_types[t] = frame_types.get(t, 0) + 1
+    scopes = [{"name": one(one(sp, "scope", {}), "name", ""),
+               "version": one(one(sp, "scope", {}), "version", ""),
+               "schema_url": one(sp, "schema_url", "")}
+              for rp in req.get("resource_profiles", []) for sp in rp.get("scope_profiles", [])]
+    resource_schemas = sorted({one(rp, "schema_url", "") for rp in req.get("resource_profiles", [])})
     distinct = {(one(l, "mapping_index"), one(l, "address")) for l in locations[1:]}
     print(json.dumps({
         "first_string": strings[0] if strings else None,
@@ -74,6 +95,7 @@ def main():
         "locations": len(locations) - 1, "distinct_locations": len(distinct),
         "stacks": len(stacks) - 1, "attribute_keys": keys, "resources": resources,
         "kernel_mapping": "[kernel.kallsyms]" in strings,
+        "frame_types": frame_types, "scopes": scopes, "resource_schemas": resource_schemas,
     }))
 
 
