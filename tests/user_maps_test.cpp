@@ -259,6 +259,31 @@ TEST(UserMaps, LooksAtEveryFileBeforeParsingAnyAndHoldsTheAskedOnesOpen) {
   std::filesystem::remove_all(root);
 }
 
+// A process gone before its files could be looked at still names the build
+// id of a file another process mapped: by the (device, inode) of its maps
+// line, so that the file is one binary, not a second one without an id.
+TEST(UserMaps, AProcessGoneBeforeItsLookKeepsTheBuildIdItsMapsLineNames) {
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("stackmapd-gone-" + std::to_string(getpid()));
+  std::filesystem::remove_all(root);
+  const std::filesystem::path lib = root / "lib";
+  std::filesystem::create_directories(root / "1" / "map_files");
+  std::filesystem::create_directories(root / "2");
+  std::filesystem::copy_file("/bin/true", lib);
+  const std::string line = "7f0000001000-7f0000002000 r-xp 00001000 fe:03 424242 " + lib.string();
+  std::ofstream(root / "1" / "maps") << line << "\n";
+  std::filesystem::create_symlink(lib, root / "1" / "map_files" / "7f0000001000-7f0000002000");
+  std::ofstream(root / "2" / "maps") << line << "\n";  // its /proc links gone with it
+  const BuildIdParser parse = [](int) { return std::string("ab12"); };
+  std::optional<ProcessMaps> first = ProcessMaps::read(1, root.string(), nullptr, parse);
+  std::optional<ProcessMaps> gone = ProcessMaps::read(2, root.string(), nullptr, parse);
+  ASSERT_TRUE(first && gone);
+  ASSERT_EQ(gone->files().size(), 1u);
+  EXPECT_FALSE(gone->files()[0].identity.known()) << "never looked at";
+  EXPECT_EQ(gone->files()[0].build_id, "ab12");
+  std::filesystem::remove_all(root);
+}
+
 TEST(UserCapture, NamesAFrameSeenBeforeWithoutTheParser) {
   auto m = ProcessMaps::read(getpid());
   ASSERT_TRUE(m);

@@ -272,6 +272,13 @@ class Encoder {
     // last, as profile.proto orders a location's lines; file:line is known
     // for the innermost only.
     const auto [file, line_number] = split_srcline(f.srcline);
+    // In no file and unnamed: its address as the function, as the text
+    // outputs name it; pprof would show "<unknown>".
+    if (!in_file && f.symbols.empty()) {
+      ProtoWriter line;
+      line.varint(pb::kFunctionId, function(hex(f.addr), ""));
+      loc.message(pb::kLine, line);
+    }
     for (size_t i = 0; i < f.symbols.size(); ++i) {
       ProtoWriter line;
       line.varint(pb::kFunctionId, function(user_function_name(f.symbols[i]), i ? "" : file));

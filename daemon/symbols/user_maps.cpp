@@ -59,6 +59,18 @@ class KnownIds {
     if (ids_.size() >= kMaxKnownFiles) ids_.clear();
     ids_.emplace(f, id);
   }
+  // By the (device, inode) a maps line names, for a process gone before its
+  // files could be looked at: the id last read of that file.
+  std::string mapped(uint32_t dev, uint64_t inode) {
+    std::lock_guard lock(mu_);
+    auto it = by_maps_.find({dev, inode});
+    return it == by_maps_.end() ? std::string() : it->second;
+  }
+  void add_mapped(uint32_t dev, uint64_t inode, const std::string& id) {
+    std::lock_guard lock(mu_);
+    if (by_maps_.size() >= kMaxKnownFiles) by_maps_.clear();
+    by_maps_[{dev, inode}] = id;
+  }
   BuildIdCacheCounts counts() {
     std::lock_guard lock(mu_);
     return counts_;
@@ -67,6 +79,7 @@ class KnownIds {
  private:
   std::mutex mu_;
   std::map<KnownFile, std::string> ids_;
+  std::map<std::pair<uint32_t, uint64_t>, std::string> by_maps_;
   BuildIdCacheCounts counts_;
 };
 
@@ -213,7 +226,12 @@ std::optional<ProcessMaps> ProcessMaps::read(uint32_t pid, const std::string& pr
       opened->by_path[path] = std::make_shared<const UniqueFd>(std::move(f.opened->fd));
   }
   for (MappedFile& file : m.files_) {
-    const LookedAt& f = files.at(file.path);
+    LookedAt& f = files.at(file.path);
+    if (f.identity.known() && f.parse && file.inode)  // a new file: known by its maps line too
+      known_ids().add_mapped(file.dev, file.inode, f.build_id), f.parse = false;
+    // Gone before its look: the id read before, one binary rather than a second without an id.
+    if (!f.identity.known() && f.build_id.empty() && file.inode)
+      f.build_id = known_ids().mapped(file.dev, file.inode);
     std::tie(file.build_id, file.identity) = std::tie(f.build_id, f.identity);
   }
   return m;
