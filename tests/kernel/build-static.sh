@@ -21,6 +21,10 @@ cmake -DOUT="$out/flamegraph_script.cpp" -DVARS=kFlameGraphScript \
 	-DFILES="$root/daemon/export/flamegraph.js" -DHEADER=daemon/export/flamegraph_script.h \
 	-DNAMESPACE=stackmapd -P "$root/cmake/embed_files.cmake"
 g++ $flags -c "$out/flamegraph_script.cpp" -o "$out/obj/flamegraph_script.o"
+# The version and revision (daemon/sys/build_info.h), written as the build does.
+version=$(sed -n 's/^project(stackmapd VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
+cmake -DSRC="$root" -DOUT="$out/build_info.cpp" -DVERSION="$version" -P "$root/cmake/build_info.cmake"
+g++ $flags -c "$out/build_info.cpp" -o "$out/obj/build_info.o"
 ar rcs "$out/libdaemon.a" "$out"/obj/*.o
 # shellcheck disable=SC2086
 g++ $flags -Wall -Wextra -static "$root/tests/kernel/tracefs_check.cpp" \
