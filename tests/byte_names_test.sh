@@ -13,7 +13,8 @@
 #      snapshot and ctl top answer, SIGTERM exits 0 and leaves no pin, socket or pid file;
 #   2. the foreground: --output, --folded, --svg and --pprof all written,
 #      the JSON strict, the SVG well-formed XML, and Debian's pprof reads
-#      the profile with the comm among its tags.
+#      the profile with the comm among its tags;
+#   3. --trace: a comm holding a newline leaves each event in its two lines.
 #   byte_names_test.sh STACKMAPD ATTR_WORKLOAD USTACK_WORKLOAD PYTHON
 set -u
 BIN=$1
@@ -47,6 +48,9 @@ workload() {  # workload SECONDS USTACK_SECONDS
   workers+=($!)
   ( end=$((SECONDS + $1))
     while [ $SECONDS -lt $end ]; do "$ATTR" --comm $'\xff-x' stat 2000 2> /dev/null; done ) &
+  workers+=($!)
+  ( end=$((SECONDS + $1))
+    while [ $SECONDS -lt $end ]; do "$ATTR" --comm $'nl\nx' stat 2000 2> /dev/null; done ) &
   workers+=($!)
 }
 # strict_json FILE: the file decodes as strict UTF-8 and parses as JSON; prints
@@ -141,6 +145,20 @@ check "pprof reads the profile and tags samples with the escaped comm (rc $rc: $
 "$PPROF" -raw "$tmp/fg.pb.gz" > "$tmp/fg.raw" 2>&1
 check "pprof -raw names the binary under its escaped directory" \
   'grep -qF "/\xff\xfe/ustack_workload" "$tmp/fg.raw"'
+
+# --trace, the comm with a newline only: each event still two lines.
+timeout 60 "$BIN" -e syscalls:sys_enter_newfstatat --comm $'nl\nx' --duration 3 --output "$tmp/tr" \
+  --trace "$tmp/fg.trace" > /dev/null 2> "$tmp/tr.err" &
+trpid=$!
+for _ in $(seq 200); do grep -q "tracing " "$tmp/tr.err" && break; sleep 0.1; done
+workload 2 1
+wait "$trpid"
+wait "${workers[@]}" 2> /dev/null
+workers=()
+traced=$(sed -n 's/.*trace: \([0-9]*\) events written.*/\1/p' "$tmp/tr.err")
+lines=$(wc -l < "$tmp/fg.trace")
+check "--trace keeps each event in two lines, a newline in a comm escaped ($traced events, $lines lines)" \
+  '[ "${traced:-0}" -gt 0 ] && [ "$lines" -eq $((2 * traced)) ] && grep -qF "nl\x0ax-" "$tmp/fg.trace"'
 
 echo "$failures failures"
 [ "$failures" -eq 0 ]

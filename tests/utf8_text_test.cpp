@@ -83,6 +83,14 @@ TEST(Utf8Text, MarkupEscapesSpecialsAndWhatXmlForbids) {
   EXPECT_EQ(markup_text("\xff<"), "\\xff&lt;");
 }
 
+TEST(Utf8Text, LineTextKeepsANameOnItsLine) {
+  EXPECT_EQ(line_text("nl\nx"), "nl\\x0ax");
+  EXPECT_EQ(line_text("t\tr\r\x1b[2J\x7f\0"s), "t\tr\\x0d\\x1b[2J\\x7f\\x00");
+  EXPECT_EQ(line_text("caf\xc3\xa9 \xff"), "caf\xc3\xa9 \\xff");
+  const std::string twice = line_text(line_text("a\nb\xff"));
+  EXPECT_EQ(twice, line_text("a\nb\xff")) << "idempotent";
+}
+
 TEST(Utf8Text, JsonOfAnyBytesDumps) {
   nlohmann::json doc = {{"comm", "\xff-x"}, {"nested", {{"path", {"/tmp/\xff\xfe/w", "ok"}}}}};
   EXPECT_THROW(doc.dump(), nlohmann::json::type_error);  // what broke every export

@@ -47,8 +47,8 @@ void append_user_frames(const Snapshot& snap, const FrameNames& names, const Cal
   for (size_t i = c.kernel_depth; i < c.frames.size(); ++i) {
     const std::string& srcline = names.user(c.frames[i]).srcline;
     for (const std::string& name : names.text(c.frames[i])) {
-      out += "    " + utf8_text(name);
-      if (!srcline.empty()) out += " " + utf8_text(srcline);
+      out += "    " + line_text(name);
+      if (!srcline.empty()) out += " " + line_text(srcline);
       out += "\n";
     }
   }
@@ -114,7 +114,7 @@ void append_hists(const Snapshot& snap, const KeyFieldInfo& buckets, const Calls
                                : snap.weight_unit;
   for (size_t h = 0; h < hists.size() && h < max_keys; ++h) {
     out += "  " + what;
-    if (!hists[h].label.empty()) out += ", " + utf8_text(hists[h].label);
+    if (!hists[h].label.empty()) out += ", " + line_text(hists[h].label);
     out += ":\n" + hist_lines(hists[h].counts);
   }
   if (hists.size() > max_keys)
@@ -175,7 +175,7 @@ std::string format_top(const Snapshot& snap, size_t n, const FrameNames& names) 
              percent(share(c.weight, total_weight)) + ")";
     out += ", depth " + std::to_string(c.kernel_depth) + "\n";
     for (uint32_t k = 0; k < c.kernel_depth; ++k)
-      out += "    " + utf8_text(names.text(c.frames[k]).front()) + "\n";
+      out += "    " + line_text(names.text(c.frames[k]).front()) + "\n";
     if (c.stack_id == SMT_NO_KERNEL_STACK) out += "    [no kernel frames: sampled in user mode]\n";
     if (snap.user.enabled) append_user_frames(snap, names, c, out);
     if (c.keys.empty()) continue;
@@ -188,7 +188,7 @@ std::string format_top(const Snapshot& snap, size_t n, const FrameNames& names) 
     std::vector<std::string> labels;
     size_t width = 0;
     for (size_t k = 0; k < shown; ++k) {
-      labels.push_back(utf8_text(key_label(snap.keys, by[c.keys[k]])));
+      labels.push_back(line_text(key_label(snap.keys, by[c.keys[k]])));
       width = std::max(width, labels.back().size());
     }
     for (size_t k = 0; k < shown; ++k) {

@@ -58,10 +58,11 @@ void TraceWriter::write(const smt_trace_record& r, const std::string& comm) {
   std::string body = printer_ ? printer_->print(r) : std::string();
   // No fields (-f, --profile) or no format: the event by its source's name.
   if (body.empty()) body = r.event.source < sources_.size() ? sources_[r.event.source] : unknown;
-  // A comm and a string field are bytes; ftrace prints them raw, we as perf does.
-  const std::string p = prefix(r, utf8_text(comm));
+  // A comm and a string field are bytes; ftrace prints them raw, we as perf
+  // does, and each event in its two lines whatever the name holds.
+  const std::string p = prefix(r, line_text(comm));
   const std::string out =
-      p + utf8_text(body) + "\n" + p + "<stack_id " + std::to_string(r.event.stack_id) + ">\n";
+      p + line_text(body) + "\n" + p + "<stack_id " + std::to_string(r.event.stack_id) + ">\n";
   std::fwrite(out.data(), 1, out.size(), out_);
   ++lines_;
 }

@@ -68,6 +68,17 @@ std::string utf8_text(std::string_view bytes) {
   return out;
 }
 
+std::string line_text(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (char c : utf8_text(bytes)) {
+    const auto b = static_cast<unsigned char>(c);
+    if ((b < 0x20 && b != '\t') || b == 0x7f) append_escaped(out, b);
+    else out += c;
+  }
+  return out;
+}
+
 void append_markup(std::string& out, std::string_view bytes) {
   for (size_t i = 0; i < bytes.size();) {
     const size_t len = sequence_at(bytes, i);

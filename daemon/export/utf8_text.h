@@ -19,6 +19,10 @@ bool is_utf8(std::string_view bytes);
 // `bytes` as valid UTF-8 text, appended to `out`.
 void append_utf8(std::string& out, std::string_view bytes);
 std::string utf8_text(std::string_view bytes);
+// One line of a text output (--trace, `ctl top`): utf8_text with the
+// controls but tab (newline, return, escape, DEL) as "\xNN" too, so a
+// name set with prctl cannot start a line of its own or move the cursor.
+std::string line_text(std::string_view bytes);
 // XML and HTML character data or attribute value: utf8_text with the five
 // specials as entities and what XML 1.0 forbids (controls but tab, newline,
 // return; U+FFFE, U+FFFF) as "\xNN" too, so any name keeps a page well-formed.
