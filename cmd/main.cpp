@@ -190,6 +190,7 @@ int run_trace(const TraceArgs& args, const OptionTable& options) {
   ctx.otlp.time_nanos = ctx.pprof.time_nanos;
   ctx.otlp.duration_nanos = ctx.pprof.duration_nanos;
   ctx.otlp.host_name = host_name();
+  ctx.otlp.resources = parse_otlp_resources(args.otlp_resources);
   // The session is over and cannot be had again: an output that fails (a full
   // disk) is said in one line, the others are still written, and the exit says so.
   bool failed = false;

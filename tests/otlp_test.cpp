@@ -10,6 +10,7 @@
 #include <set>
 
 #include "daemon/export/otlp_protos.h"
+#include "daemon/sys/error.h"
 #include "tests/proto_reader.h"
 
 namespace stackmapd {
@@ -64,7 +65,9 @@ struct Request {
       for (const auto& kv : messages(messages(rp, otlp::kResource).at(0), otlp::kAttributes)) {
         const auto value = parse_message(fields_of(kv, otlp::kKeyValue).at(0).bytes);
         r.attributes[std::string(fields_of(kv, otlp::kKey).at(0).bytes)] =
-            std::string(fields_of(value, otlp::kStringValue).at(0).bytes);
+            fields_of(value, otlp::kStringValue).empty()
+                ? std::to_string(one(value, otlp::kIntValue))
+                : std::string(fields_of(value, otlp::kStringValue).at(0).bytes);
       }
       const auto sp = messages(rp, otlp::kScopeProfiles).at(0);
       r.scope = fields_of(messages(sp, otlp::kScope).at(0), otlp::kName).at(0).bytes;
@@ -143,6 +146,13 @@ std::vector<std::string> otlp_of(Snapshot snap, OtlpOptions opt = {}) {
   return encode_otlp(snap, FrameNames(snap, nullptr, &table), opt);
 }
 
+// The tests of the tables: one resource, the host's, for all samples.
+OtlpOptions host_resources() {
+  OtlpOptions opt;
+  opt.resources = OtlpResources::host;
+  return opt;
+}
+
 TEST(OtlpTest, EveryTableStartsWithItsZeroValue) {
   Request r(otlp_of(two_stacks()).at(0));
   EXPECT_EQ(r.strings.at(0), "");
@@ -155,7 +165,7 @@ TEST(OtlpTest, EveryTableStartsWithItsZeroValue) {
 }
 
 TEST(OtlpTest, EachLocationAndStackOnce) {
-  Request r(otlp_of(two_stacks()).at(0));
+  Request r(otlp_of(two_stacks(), host_resources()).at(0));
   EXPECT_EQ(r.locations.size(), 1u + 4u);  // 4 distinct frames
   EXPECT_EQ(r.stacks.size(), 1u + 2u);     // 2 callstacks, 3 samples
   EXPECT_EQ(r.functions.size(), 1u + 4u);  // the unresolved address is its own
@@ -184,7 +194,7 @@ TEST(OtlpTest, EachLocationAndStackOnce) {
 }
 
 TEST(OtlpTest, KeysAreSampleAttributesEachOnce) {
-  Request r(otlp_of(two_stacks()).at(0));
+  Request r(otlp_of(two_stacks(), host_resources()).at(0));
   const auto& samples = r.resources.at(0).profiles.at(0).samples;
   EXPECT_EQ(r.attrs(samples[0]), (std::set<std::string>{"process.pid=812", "thread.name=app"}));
   EXPECT_EQ(r.attrs(samples[1]), (std::set<std::string>{"process.pid=1", "thread.name=init"}));
@@ -195,7 +205,7 @@ TEST(OtlpTest, KeysAreSampleAttributesEachOnce) {
 
 TEST(OtlpTest, CountsAndWeightsAreProfilesOfTheirUnits) {
   Snapshot snap = two_stacks();
-  OtlpOptions opt;
+  OtlpOptions opt = host_resources();
   opt.time_nanos = 1'700'000'000'000'000'000;
   opt.duration_nanos = 5'000'000'000;
   opt.host_name = "box";
@@ -277,7 +287,7 @@ TEST(OtlpTest, EachContainerIsAResource) {
   snap.keys = KeySpec::parse("pid,cgroup");
   snap.stacks[0].by = {key(812, "", 3, "/docker/" + id), key(1, "", 2, "/init.scope")};
   snap.stacks[1].by = {key(900, "", 2, "/kubepods/pod" + uid + "/" + id)};
-  Request r(otlp_of(snap).at(0));
+  Request r(otlp_of(snap, host_resources()).at(0));
   ASSERT_EQ(r.resources.size(), 3u);
   EXPECT_FALSE(r.resources[0].attributes.contains("container.id"));
   EXPECT_EQ(r.resources[0].profiles.at(0).samples.size(), 1u);
@@ -288,6 +298,89 @@ TEST(OtlpTest, EachContainerIsAResource) {
   EXPECT_EQ(r.attrs(r.resources[2].profiles.at(0).samples.at(0)),
             (std::set<std::string>{"process.pid=900",
                                    "stackmapd.cgroup=/kubepods/pod" + uid + "/" + id}));
+}
+
+TEST(OtlpTest, EachProcessIsAResourceByDefaultWithItsPid) {
+  Request r(otlp_of(two_stacks()).at(0));  // --by pid,comm
+  ASSERT_EQ(r.resources.size(), 2u);
+  EXPECT_EQ(r.resources[0].attributes,
+            (std::map<std::string, std::string>{{"process.pid", "812"},
+                                                {"process.executable.name", "app"}}));
+  EXPECT_EQ(r.resources[1].attributes,
+            (std::map<std::string, std::string>{{"process.pid", "1"},
+                                                {"process.executable.name", "init"}}));
+  const auto& app = r.resources[0].profiles.at(0).samples;
+  ASSERT_EQ(app.size(), 2u);  // its two stacks
+  for (const auto& s : app) EXPECT_TRUE(r.attrs(s).contains("process.pid=812"));
+  // By comm alone, auto keeps the host's resource.
+  Snapshot by_comm = two_stacks();
+  by_comm.keys = KeySpec::parse("comm");
+  EXPECT_EQ(Request(otlp_of(by_comm).at(0)).resources.size(), 1u);
+  OtlpOptions process;
+  process.resources = OtlpResources::process;
+  EXPECT_EQ(Request(otlp_of(by_comm, process).at(0)).resources.size(), 2u);
+}
+
+TEST(OtlpTest, AServiceFromItsSystemdUnit) {
+  EXPECT_EQ(service_of_unit("nginx.service"), "nginx");
+  EXPECT_EQ(service_of_unit("session-2.scope"), "session-2.scope");
+  EXPECT_EQ(service_of_unit(""), "");
+  const std::pair<std::string, std::string> cases[] = {
+      {"/system.slice/nginx.service", "nginx"},
+      {"/user.slice/user-1000.slice/user@1000.service/app.slice/foo.service", "foo"},
+      {"/user.slice/user-1000.slice/user@1000.service/app.slice/x.scope", "user@1000"},
+      {"/system.slice/docker-" + std::string(64, 'a') + ".scope", ""},
+      {"/init.scope", ""},
+      {"/", ""},
+      {"", ""},
+      {"/.service", ""},
+  };
+  for (const auto& [path, want] : cases) EXPECT_EQ(service_of_cgroup(path), want) << path;
+
+  Snapshot snap = two_stacks();
+  snap.keys = KeySpec::parse("pid,unit");
+  snap.stacks[0].by[0].key.unit = "nginx.service";
+  snap.stacks[1].by[0].key.unit = "nginx.service";
+  Request r(otlp_of(snap).at(0));
+  ASSERT_EQ(r.resources.size(), 2u);
+  EXPECT_EQ(r.resources[0].attributes.at("service.name"), "nginx");
+  // No unit: no service.name, which receivers default from the executable.
+  EXPECT_FALSE(r.resources[1].attributes.contains("service.name"));
+
+  snap.keys = KeySpec::parse("pid,cgroup");
+  snap.stacks[0].by[0].key.cgroup = "/system.slice/cron.service";
+  snap.stacks[1].by[0].key.cgroup = "/system.slice/cron.service";
+  EXPECT_EQ(Request(otlp_of(snap).at(0)).resources.at(0).attributes.at("service.name"), "cron");
+  EXPECT_THROW(parse_otlp_resources("services"), Error);
+  EXPECT_EQ(parse_otlp_resources("host"), OtlpResources::host);
+}
+
+// Pyroscope's name of a profile (pkg/ingester/otlp/convert.go): the period
+// type's, refused empty, or off_cpu for "off_cpu:nanoseconds" with no period.
+TEST(OtlpTest, ProfilesHaveTheNamePyroscopeGivesThem) {
+  const auto period = [](const Request& r, size_t profile) {
+    const auto& p = r.resources.at(0).profiles.at(profile).fields;
+    const auto pt = messages(p, otlp::kPeriodType);
+    if (pt.empty()) return std::string("none");
+    return r.strings.at(one(pt[0], otlp::kTypeStrindex)) + "/" +
+           r.strings.at(one(pt[0], otlp::kUnitStrindex)) + " " +
+           std::to_string(one(p, otlp::kPeriod));
+  };
+  Snapshot snap = two_stacks();
+  snap.sources = {"sched:sched_switch"};
+  EXPECT_EQ(period(Request(otlp_of(snap, host_resources()).at(0)), 0), "sched_switch/count 1");
+  snap.sources = {"sched:sched_switch", "kmem:kmem_cache_alloc"};
+  EXPECT_EQ(period(Request(otlp_of(snap, host_resources()).at(0)), 0), "events/count 1");
+  snap.sources = {"u:/usr/bin/x y:main"};
+  EXPECT_EQ(period(Request(otlp_of(snap, host_resources()).at(0)), 0), "main/count 1");
+  snap.sources = {"offcpu"};
+  snap.weight_unit = "ns";
+  const Request offcpu(otlp_of(snap, host_resources()).at(0));
+  EXPECT_EQ(period(offcpu, 0), "offcpu/count 1");
+  EXPECT_EQ(period(offcpu, 1), "none");
+  snap.sources = {"kmem:kmalloc"};
+  snap.weight_unit = "bytes_alloc";
+  EXPECT_EQ(period(Request(otlp_of(snap, host_resources()).at(0)), 1), "kmalloc/count 1");
 }
 
 TEST(OtlpTest, UserFramesInTheirBinarysMappingByFileOffset) {
@@ -353,12 +446,14 @@ TEST(OtlpTest, SplitsAtFourMebibytes) {
   for (const std::string& bytes : requests) {
     EXPECT_LE(bytes.size(), kOtlpMaxRequestBytes);
     Request r(bytes);
-    for (const auto& s : r.resources.at(0).profiles.at(0).samples) {
-      seen += one(s, otlp::kValues);
-      const auto frames = r.frames(s);  // throws on an index out of its tables
-      ASSERT_EQ(frames.size(), kDepth);
-      leaves.insert(std::stoull(frames[0].substr(frames[0].find('@') + 1), nullptr, 16));
-    }
+    // A resource per pid: the samples of all of them.
+    for (const auto& res : r.resources)
+      for (const auto& s : res.profiles.at(0).samples) {
+        seen += one(s, otlp::kValues);
+        const auto frames = r.frames(s);  // throws on an index out of its tables
+        ASSERT_EQ(frames.size(), kDepth);
+        leaves.insert(std::stoull(frames[0].substr(frames[0].find('@') + 1), nullptr, 16));
+      }
   }
   EXPECT_EQ(seen, total);
   EXPECT_EQ(leaves.size(), kStacks);

@@ -2,6 +2,7 @@
 #include "daemon/export/otlp_request.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 #include "daemon/export/otlp_protos.h"
@@ -40,6 +41,25 @@ inline std::pair<std::string, std::string> weight_type(const std::string& unit) 
 // kOtlpRequestOverhead's share of each resource beyond its ids.
 constexpr size_t kOtlpResourceOverhead = 512;
 
+// A resource's ids, as text (an escaped byte 4 times its size).
+size_t resource_bytes(const OtlpResource& r) {
+  return r.container.container_id.size() + r.container.pod_uid.size() +
+         4 * (r.executable.size() + r.service.size());
+}
+
+// The name Pyroscope gives a profile: the third field of "sample type:unit:
+// period type:unit" (pkg/ingester/otlp/convert.go, profileType), split at
+// ':'; an empty one is refused as a metric name. So a count of events
+// carries a period type named for what it counts: the one source's event
+// ("sched_switch"), else "events"; only [A-Za-z0-9_.-] are kept.
+std::string profile_name(const std::vector<std::string>& sources) {
+  if (sources.size() != 1) return "events";
+  std::string name = sources.front().substr(sources.front().rfind(':') + 1);
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') c = '_';
+  return name.empty() ? "events" : name;
+}
+
 }  // namespace
 
 OtlpRequest::OtlpRequest(const Snapshot& snap, const FrameNames& names, const OtlpOptions& opt)
@@ -59,8 +79,7 @@ OtlpRequest::OtlpRequest(const Snapshot& snap, const FrameNames& names, const Ot
   stacks_.message(o::kStackTable, zero);
 }
 
-size_t OtlpRequest::cost(const OtlpEntry& e,
-                         const std::vector<ContainerIdentity>& resources) const {
+size_t OtlpRequest::cost(const OtlpEntry& e, const std::vector<OtlpResource>& resources) const {
   const Callstack& c = cs_[e.callstack];
   size_t n = 2 * (64 + 6 * snap_.keys.fields.size());  // a sample in each profile
   if (!stack_of_callstack_[e.callstack]) n += 16 + 6 * c.frames.size();
@@ -87,17 +106,15 @@ size_t OtlpRequest::cost(const OtlpEntry& e,
       n += 128 + (info.numeric() ? 0 : 4 * (e.key->key.*info.text).size());
     }
   if (resources_.empty() || resources_.back().index != e.resource) {
-    const ContainerIdentity& id = resources[e.resource];
-    n += kOtlpResourceOverhead + id.container_id.size() + id.pod_uid.size();
+    n += kOtlpResourceOverhead + resource_bytes(resources[e.resource]);
   }
   return n;
 }
 
-void OtlpRequest::add(const OtlpEntry& e, const std::vector<ContainerIdentity>& resources) {
+void OtlpRequest::add(const OtlpEntry& e, const std::vector<OtlpResource>& resources) {
   if (resources_.empty() || resources_.back().index != e.resource) {
     resources_.push_back({e.resource, resources[e.resource], {}, {}});
-    const ContainerIdentity& id = resources[e.resource];
-    size_ += kOtlpResourceOverhead + id.container_id.size() + id.pod_uid.size();
+    size_ += kOtlpResourceOverhead + resource_bytes(resources[e.resource]);
   }
   const size_t before = dictionary_size();
   ProtoWriter common;
@@ -292,7 +309,9 @@ ProtoWriter OtlpRequest::value_type(const std::string& type, const std::string& 
   return vt;
 }
 
-ProtoWriter OtlpRequest::profile(const ProtoWriter& sample_type, const ProtoWriter& samples) {
+// period_type: a count's, every event counted (period 1); empty: none.
+ProtoWriter OtlpRequest::profile(const ProtoWriter& sample_type, const ProtoWriter& samples,
+                                 const std::string& period_type) {
   ProtoWriter p;
   p.message(o::kSampleType, sample_type);
   p.append(samples);
@@ -301,6 +320,9 @@ ProtoWriter OtlpRequest::profile(const ProtoWriter& sample_type, const ProtoWrit
   if (opt_.profile_hz) {
     p.message(o::kPeriodType, value_type("cpu", "nanoseconds"));
     p.varint(o::kPeriod, 1000000000ull / opt_.profile_hz);
+  } else if (!period_type.empty()) {
+    p.message(o::kPeriodType, value_type(period_type, "count"));
+    p.varint(o::kPeriod, 1);
   }
   return p;
 }
@@ -313,27 +335,48 @@ ProtoWriter OtlpRequest::key_value(const std::string& key, const std::string& va
   return kv;
 }
 
+ProtoWriter OtlpRequest::key_value(const std::string& key, int64_t value) {
+  ProtoWriter any, kv;
+  any.varint(o::kIntValue, static_cast<uint64_t>(value));
+  kv.bytes(o::kKey, key);
+  kv.message(o::kKeyValue, any);
+  return kv;
+}
+
 ProtoWriter OtlpRequest::resource_profiles(const Resource& r) {
   ProtoWriter resource;
-  resource.message(o::kAttributes, key_value("service.name", "stackmapd"));
+  const OtlpResource& id = r.id;
+  // A process's service when its unit says; else none, which receivers
+  // name "unknown_service:" + its executable's name (semantic conventions).
+  if (!id.service.empty())
+    resource.message(o::kAttributes, key_value("service.name", utf8_text(id.service)));
+  else if (id == OtlpResource{})
+    resource.message(o::kAttributes, key_value("service.name", "stackmapd"));
   if (!opt_.host_name.empty())
     resource.message(o::kAttributes, key_value("host.name", utf8_text(opt_.host_name)));
-  if (!r.id.container_id.empty())
-    resource.message(o::kAttributes, key_value("container.id", r.id.container_id));
-  if (!r.id.pod_uid.empty())
-    resource.message(o::kAttributes, key_value("k8s.pod.uid", r.id.pod_uid));
+  if (id.pid) resource.message(o::kAttributes, key_value("process.pid", int64_t{*id.pid}));
+  if (!id.executable.empty())
+    resource.message(o::kAttributes,
+                     key_value("process.executable.name", utf8_text(id.executable)));
+  if (!id.container.container_id.empty())
+    resource.message(o::kAttributes, key_value("container.id", id.container.container_id));
+  if (!id.container.pod_uid.empty())
+    resource.message(o::kAttributes, key_value("k8s.pod.uid", id.container.pod_uid));
   ProtoWriter scope;
   scope.bytes(o::kName, "stackmapd");
   scope.bytes(o::kVersion, build_version());
   ProtoWriter scope_profiles;
   scope_profiles.message(o::kScope, scope);
   scope_profiles.bytes(o::kScopeSchemaUrl, kSchemaUrl);
+  const std::string name = profile_name(snap_.sources);
   scope_profiles.message(o::kProfiles, profile(opt_.profile_hz ? value_type("samples", "count")
                                                                : value_type("events", "count"),
-                                               r.counts));
+                                               r.counts, name));
   if (!snap_.weight_unit.empty()) {
     auto [type, unit] = weight_type(snap_.weight_unit);
-    scope_profiles.message(o::kProfiles, profile(value_type(type, unit), r.weights));
+    // Off-CPU time is "off_cpu:nanoseconds::" to Pyroscope, with no period.
+    scope_profiles.message(
+        o::kProfiles, profile(value_type(type, unit), r.weights, type == "off_cpu" ? "" : name));
   }
   ProtoWriter rp;
   rp.message(o::kResource, resource);

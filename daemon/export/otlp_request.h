@@ -43,14 +43,14 @@ class OtlpRequest {
 
   bool empty() const { return resources_.empty(); }
   size_t size() const { return size_; }
-  size_t cost(const OtlpEntry& e, const std::vector<ContainerIdentity>& resources) const;
-  void add(const OtlpEntry& e, const std::vector<ContainerIdentity>& resources);
+  size_t cost(const OtlpEntry& e, const std::vector<OtlpResource>& resources) const;
+  void add(const OtlpEntry& e, const std::vector<OtlpResource>& resources);
   std::string finish();
 
  private:
   struct Resource {
     size_t index;
-    ContainerIdentity id;
+    OtlpResource id;
     ProtoWriter counts, weights;  // the samples of each profile
   };
   struct MappingState {
@@ -69,8 +69,10 @@ class OtlpRequest {
   uint64_t attribute(const std::string& key, const ProtoWriter& value);
   std::vector<uint64_t> attributes(const KeyCount* k);
   ProtoWriter value_type(const std::string& type, const std::string& unit);
-  ProtoWriter profile(const ProtoWriter& sample_type, const ProtoWriter& samples);
+  ProtoWriter profile(const ProtoWriter& sample_type, const ProtoWriter& samples,
+                      const std::string& period_type);
   static ProtoWriter key_value(const std::string& key, const std::string& value);
+  static ProtoWriter key_value(const std::string& key, int64_t value);
   ProtoWriter resource_profiles(const Resource& r);
 
   const Snapshot& snap_;

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "daemon/export/exports.h"
+#include "daemon/export/otlp.h"
 #include "daemon/sys/error.h"
 #include "daemon/sys/http_post.h"
 #include "daemon/sys/listen_address.h"
@@ -52,6 +53,10 @@ void add_daemon_options(CLI::App& app, DaemonConfig& c) {
   app.add_option("--otlp-timeout", c.otlp_timeout,
                  "Seconds a push may take to connect, to send, and to be answered (each)")
       ->capture_default_str();
+  app.add_option("--otlp-resources", c.otlp_resources,
+                 "OpenTelemetry resources: one per process (its --by pid, comm, unit, cgroup), "
+                 "the host's, or auto (process with --by pid, unit or cgroup)")
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -73,6 +78,7 @@ SessionConfig DaemonConfig::session() const {
   if (!(otlp_timeout >= 0.1 && otlp_timeout <= 600))
     throw Error("otlp-timeout " + std::to_string(otlp_timeout) +
                 " is out of range: use 0.1 to 600 seconds");
+  parse_otlp_resources(otlp_resources);
   if (!metrics_textfile.empty() && metrics_textfile[0] != '/')
     throw Error("metrics-textfile '" + metrics_textfile + "' must be an absolute path");
   // A loader's pins outlive the daemon already, and are the loader's to remove.

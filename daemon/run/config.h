@@ -38,6 +38,7 @@ struct DaemonConfig : SessionOptions {
   std::string otlp_endpoint;  // OpenTelemetry profiles pushed here (otlp_sender.h); empty: off
   double otlp_interval = 60;  // seconds between pushes
   double otlp_timeout = 10;   // seconds each of connect, send and response may take
+  std::string otlp_resources = "auto";  // OtlpResources' word (otlp.h)
   std::string config_path = kDefaultConfig;
 
   // Checks every value; throws Error naming the bad one.

@@ -57,11 +57,13 @@ void Service::configure_otlp() {
 // The cut on the loop (it needs the ring); the rest on the sender's thread.
 // Jobs run one at a time there, so `push` is theirs alone.
 void Service::push_otlp() {
-  otlp_->post([cut = cut(), ksyms = ksyms_, push = otlp_push_]() mutable {
+  otlp_->post([cut = cut(), ksyms = ksyms_, push = otlp_push_,
+               resources = parse_otlp_resources(config_.otlp_resources)]() mutable {
     const int64_t now = realtime_nanos();
     Snapshot snap = std::move(cut).finish();
     OtlpOptions opt;
     opt.host_name = host_name();
+    opt.resources = resources;
     opt.time_nanos = push->last_nanos;
     opt.duration_nanos = now - push->last_nanos;
     std::vector<std::string> requests;

@@ -28,6 +28,12 @@ void add_trace_options(OptionTable& t, TraceArgs& args) {
   t.add(kOutput,
         app.add_option("--otlp", args.otlp,
                        "At the end, write an OpenTelemetry profile (OTLP protobuf) to FILE"));
+  t.add(kOutput, app.add_option("--otlp-resources", args.otlp_resources,
+                                "OpenTelemetry resources: one per process (its --by pid, comm, "
+                                "unit, cgroup), the host's, or auto (process with --by pid, "
+                                "unit or cgroup)")
+                     ->check(CLI::IsMember({"auto", "host", "process"}))
+                     ->capture_default_str());
   // How long is recorded: the daemon's table holds another span.
   t.add(kShapes,
         app.add_option("--duration", args.duration,

@@ -24,6 +24,7 @@ struct TraceArgs : SessionOptions {
   std::string svg;
   std::string pprof;
   std::string otlp;
+  std::string otlp_resources = "auto";
   std::string perfetto;
   std::optional<double> duration;
   std::string output;

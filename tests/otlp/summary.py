@@ -3,8 +3,9 @@
 
 Reads protoc's text format (any message nesting: `name {` ... `}` and
 `name: value` lines) and prints one JSON object: totals per sample type,
-the tables' sizes, distinct locations, the attribute and resource keys, and
-whether every index is within its table.
+the tables' sizes, distinct locations, the attribute and resource keys,
+each profile's type as Pyroscope spells it, and whether every index is
+within its table and every sample on its process's resource.
 Usage: summary.py DECODED_TEXT
 """
 import json
@@ -49,20 +50,40 @@ def main():
     stacks = d.get("stack_table", [])
     attributes = d.get("attribute_table", [])
     totals, samples, ok = {}, 0, True
-    resources = []
+    resources, profile_types, pid_mismatches = [], set(), 0
+
+    def value(kv):
+        v = one(kv, "value", {})
+        return v["int_value"][0] if "int_value" in v else one(v, "string_value", "")
+
+    def sample_pid(s):
+        for a in s.get("attribute_indices", []):
+            if 0 < a < len(attributes) and strings[one(attributes[a], "key_strindex")] == "process.pid":
+                return value(attributes[a])
+        return None
+
     for rp in req.get("resource_profiles", []):
         res = one(rp, "resource", {})
-        resources.append({one(kv, "key", ""): one(one(kv, "value", {}), "string_value", "")
-                          for kv in res.get("attributes", [])})
+        attrs = {one(kv, "key", ""): value(kv) for kv in res.get("attributes", [])}
+        resources.append(attrs)
         for sp in rp.get("scope_profiles", []):
             for p in sp.get("profiles", []):
                 vt = one(p, "sample_type", {})
                 name = strings[one(vt, "type_strindex")] + "/" + strings[one(vt, "unit_strindex")]
+                # Pyroscope's profileType (pkg/ingester/otlp/convert.go): the
+                # period's fields only with a period.
+                pt = one(p, "period_type", {}) if one(p, "period") else {}
+                profile_types.add(name.replace("/", ":") + ":" +
+                                  (strings[one(pt, "type_strindex")] + ":" +
+                                   strings[one(pt, "unit_strindex")] if pt else ":"))
                 for s in p.get("samples", []):
                     samples += 1
                     totals[name] = totals.get(name, 0) + sum(s.get("values", []))
                     ok &= 0 < one(s, "stack_index") < len(stacks)
                     ok &= all(0 < a < len(attributes) for a in s.get("attribute_indices", []))
+                    # A process's samples on its own resource.
+                    if "process.pid" in attrs and sample_pid(s) != attrs["process.pid"]:
+                        pid_mismatches += 1
     for st in stacks[1:]:
         ok &= all(0 < i < len(locations) for i in st.get("location_indices", []))
     keys = sorted({strings[one(a, "key_strindex")] for a in attributes[1:]})
@@ -96,6 +117,7 @@ def main():
         "stacks": len(stacks) - 1, "attribute_keys": keys, "resources": resources,
         "kernel_mapping": "[kernel.kallsyms]" in strings,
         "frame_types": frame_types, "scopes": scopes, "resource_schemas": resource_schemas,
+        "profile_types": sorted(profile_types), "pid_mismatches": pid_mismatches,
     }))
 
 
