@@ -276,7 +276,7 @@ class Encoder {
     // outputs name it; pprof would show "<unknown>".
     if (!in_file && f.symbols.empty()) {
       ProtoWriter line;
-      line.varint(pb::kFunctionId, function(hex(f.addr), ""));
+      line.varint(pb::kFunctionId, function(user_frame_names(snap_.user, f, false).front(), ""));
       loc.message(pb::kLine, line);
     }
     for (size_t i = 0; i < f.symbols.size(); ++i) {
