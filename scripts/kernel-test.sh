@@ -22,7 +22,8 @@
 #   5. parses the serial logs; exits non-zero on any failure.
 #
 # Work files live in $KTEST_WORK (default /var/tmp/stackmapd-kernel): source,
-# build dirs, ccache, logs. A rerun with an unchanged series only reboots.
+# build dirs, ccache, logs; one run at a time uses it (a second waits). A
+# rerun with an unchanged series only reboots.
 #
 # Options:
 #   --no-deps         do not run apt-get
@@ -71,6 +72,13 @@ T0=$(now)
 
 [ "$(id -u)" = 0 ] || die "run as root (apt-get, and the guest image needs root-owned files)"
 mkdir -p "$WORK/logs"
+# One run at a time per work directory: each run's builds replace the
+# other's files (a second checkout's run waits, or takes its own KTEST_WORK).
+exec 9> "$WORK/.lock"
+if ! flock -n 9; then
+	log "another kernel-test uses $WORK: waiting for it (or set KTEST_WORK to another directory)"
+	flock 9
+fi
 
 # --- 1. packages ---
 # The second group builds the static stackmapd (see scripts/deps.sh).
