@@ -312,6 +312,13 @@ TEST(OtlpTest, EachProcessIsAResourceByDefaultWithItsPid) {
   const auto& app = r.resources[0].profiles.at(0).samples;
   ASSERT_EQ(app.size(), 2u);  // its two stacks
   for (const auto& s : app) EXPECT_TRUE(r.attrs(s).contains("process.pid=812"));
+  // Exited processes' pairs, folded into their comm (pid 0): a resource by name alone.
+  Snapshot folded = two_stacks();
+  folded.stacks[0].by[1].key.pid = 0;
+  const Request f(otlp_of(folded).at(0));
+  ASSERT_EQ(f.resources.size(), 2u);
+  EXPECT_EQ(f.resources[1].attributes,
+            (std::map<std::string, std::string>{{"process.executable.name", "init"}}));
   // By comm alone, auto keeps the host's resource.
   Snapshot by_comm = two_stacks();
   by_comm.keys = KeySpec::parse("comm");

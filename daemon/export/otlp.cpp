@@ -49,7 +49,8 @@ OtlpResource resource_of(const KeySpec& keys, const KeyValues& k, bool process) 
     if (process) r.service = service_of_cgroup(k.cgroup);
   }
   if (!process) return r;
-  if (keys.has(KeyField::pid)) r.pid = k.pid;
+  // Pid 0: the pairs of exited processes folded into their comm (or the idle task).
+  if (keys.has(KeyField::pid) && k.pid) r.pid = k.pid;
   if (keys.has(KeyField::comm)) r.executable = k.comm;
   if (keys.has(KeyField::unit) && !k.unit.empty()) r.service = service_of_unit(k.unit);
   return r;
