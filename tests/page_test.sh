@@ -48,12 +48,13 @@ pid=$!
 wait_http "$pid" "$url"
 check "the daemon serves HTTP on 127.0.0.1:$P_HTTP ($(tail -1 "$tmp/daemon.err"))" '[ "$(code "$url/")" = 200 ]'
 # A workload of its own: a process allocating kernel objects all along,
-# named with bytes that are not UTF-8 and markup ("\xff<b>&").
+# named with bytes that are not UTF-8 and markup ("\xff<b>&"), which its
+# status file then holds too: read as bytes.
 "$PY" -c '
 import ctypes
 ctypes.CDLL(None).prctl(15, b"\xff<b>&", 0, 0, 0)
 while True:
-    open("/proc/self/status").read()' &
+    open("/proc/self/status", "rb").read()' &
 load=$!
 sleep 3
 
