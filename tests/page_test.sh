@@ -97,6 +97,7 @@ done
 check "exclude=1 leaves out exactly the workload pid's events (all, its own, the rest: $totals)" '[ "$summed" = 1 ]'
 check "a pid is said with its comm: the workload's pid $load with \\xff<b>&" \
   '"$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert [\"pid $load\", \"\\\\xff<b>&\"] in [[v[0], v[2]] for v in d[\"keys\"][\"pid\"]], d[\"keys\"][\"pid\"][:3]" "$tmp/all.json"'
+check "/favicon.ico gets 204, no body" '[ "$(code "$url/favicon.ico")" = 204 ] && [ -z "$(get "$url/favicon.ico")" ]'
 
 # The differential tree: the last 10 minutes against the window before (none
 # yet: an empty base) and against since start; each node with its base value.

@@ -59,7 +59,10 @@ largest change)</div>
 
 std::string render_page(const TableStats& stats, const PageOptions& opt) {
   const std::string host = markup_text(opt.host);
-  std::string out = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
+  // An empty icon of its own: the browser asks the server for none.
+  std::string out =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+      "<link rel=\"icon\" href=\"data:,\">\n";
   out += "<title>stackmapd on " + host + "</title>\n<style>";
   out += kPageStyle;
   out += "</style></head>\n<body data-refresh=\"" + std::to_string(opt.refresh_seconds) + "\">\n";
