@@ -37,7 +37,8 @@ constexpr const char* kFlamePanel = R"HTML(<section id="flame" class="panel">
 <label>compare with <select id="base"><option value="">nothing</option>
 <option value="prev" disabled>the window before</option><option value="all">since start</option>
 <option value="10m">last 10 minutes</option><option value="1m">last minute</option></select></label>
-<span id="filter">filter <select id="key"></select> <select id="value" hidden></select></span>
+<span id="filter">filter <select id="key"></select> <select id="exclude" hidden aria-label="include or exclude">
+<option value="">only</option><option value="1">all but</option></select> <select id="value" hidden></select></span>
 <input id="search" type="search" placeholder="search functions (regex)" aria-label="search">
 <span id="matched"></span>
 <button id="layout" type="button">icicle</button>
@@ -48,6 +49,7 @@ constexpr const char* kFlamePanel = R"HTML(<section id="flame" class="panel">
 <span class="swatch same"></span>held (widths: the window; colour: its share less the base's, deepest at the
 largest change)</div>
 <div id="graph" data-updates="0"></div>
+<div id="tip" hidden></div>
 <h2>Functions</h2>
 <table id="functions"><thead><tr><th data-sort="name">function</th><th data-sort="self">self</th>
 <th data-sort="total">total</th>

@@ -4,7 +4,8 @@
 // tabs: the flame graph (or icicle) with a table of functions, which the
 // script draws from /flame.json (flame_json.h) and updates in place every
 // `refresh_seconds`; and the counters, which are in the HTML itself, so the
-// page reads without JavaScript too (both panels then show).
+// page reads without JavaScript too (both panels then show). The script
+// keeps the view in the URL's hash, so a reload or a link shows it again.
 #pragma once
 
 #include <string>

@@ -3,25 +3,70 @@
 // a table of functions, and fetches it again every few seconds, in place:
 // the zoom (a path of names from the root), the search, the sort, the
 // filter, the window and the base compared with are the page's state,
-// applied to each new tree. Compared with a base, the frames are coloured as
-// decode --diff colours them (daemon/export/flame_diff.h).
+// applied to each new tree, and kept in the URL's hash (saveView()).
+// Compared with a base, the frames are coloured as decode --diff colours
+// them (daemon/export/flame_diff.h).
 'use strict';
 (function () {
   const $ = (id) => document.getElementById(id);
   const body = document.body;
   const refresh = Number(body.dataset.refresh) || 0;
   const rowHeight = 17;
-  const state = { zoom: [], icicle: false, sort: 'self', desc: true, data: null, root: null, updates: 0 };
+  const state = { zoom: [], icicle: false, sort: 'self', desc: true, data: null, root: null, updates: 0,
+    key: '', value: '', exclude: false, tab: 'flame', checked: false };
   body.classList.add('js');
 
-  // Tabs: the hash names the one shown; no navigation.
   function showTab() {
-    const tab = location.hash === '#counters' ? 'counters' : 'flame';
-    body.dataset.tab = tab;
-    for (const a of document.querySelectorAll('#tabs a')) a.classList.toggle('active', a.dataset.tab === tab);
+    body.dataset.tab = state.tab;
+    for (const a of document.querySelectorAll('#tabs a')) a.classList.toggle('active', a.dataset.tab === state.tab);
   }
-  window.addEventListener('hashchange', showTab);
-  showTab();
+
+  // The view in the URL's hash, so that a reload or a link shows it again:
+  // #window=1m&base=all&key=pid&value=pid+9&exclude=1&search=RE&zoom=A&zoom=B&icicle=1&tab=counters
+  // (the hash, not the query: it never reaches the server, so a deep zoom
+  // cannot make the request too long). A value the page does not know is
+  // ignored; a bare #counters, as older links have it, names the tab.
+  function saveView() {
+    const q = new URLSearchParams();
+    if ($('window').value !== 'all') q.set('window', $('window').value);
+    if ($('base').value) q.set('base', $('base').value);
+    if (state.key) q.set('key', state.key);
+    if (state.key && state.value) q.set('value', state.value);
+    if (state.key && state.value && state.exclude) q.set('exclude', '1');
+    if ($('search').value) q.set('search', $('search').value);
+    for (const name of state.zoom) q.append('zoom', name);
+    if (state.icicle) q.set('icicle', '1');
+    if (state.tab !== 'flame') q.set('tab', state.tab);
+    const hash = q.toString();
+    history.replaceState(null, '', hash ? '#' + hash : location.pathname + location.search);
+  }
+  function loadView() {
+    const h = location.hash.slice(1);
+    const q = new URLSearchParams(h === 'counters' || h === 'flame' ? 'tab=' + h : h);
+    const pick = (select, v) => {
+      const known = [...select.options].some((o) => o.value === v && !o.disabled);
+      select.value = known ? v : select.options[0].value;
+    };
+    pick($('window'), q.get('window'));
+    allowPrev();
+    pick($('base'), q.get('base'));
+    state.key = q.get('key') || '';
+    state.value = (state.key && q.get('value')) || '';
+    state.exclude = Boolean(state.value) && q.get('exclude') === '1';
+    state.checked = !state.value; // a filter from a link: checked by the daemon's first answer
+    $('search').value = q.get('search') || '';
+    state.zoom = q.getAll('zoom');
+    state.icicle = q.get('icicle') === '1';
+    $('layout').textContent = state.icicle ? 'flame graph' : 'icicle';
+    state.tab = q.get('tab') === 'counters' ? 'counters' : 'flame';
+    showTab();
+  }
+  // "The window before" since start is no window.
+  function allowPrev() {
+    const prev = $('base').querySelector('option[value="prev"]');
+    prev.disabled = $('window').value === 'all';
+    if (prev.disabled && $('base').value === 'prev') $('base').value = '';
+  }
 
   // The tree as objects: [name, value, children] with absolute offsets.
   function build(data) {
@@ -114,6 +159,7 @@
     if (!zoom) {
       state.zoom = [];
       zoom = root;
+      saveView();
     }
     const re = searchRegex();
     const width = graph.clientWidth || 1000;
@@ -138,11 +184,12 @@
       if (!d.classList.contains('match'))
         d.style.background = diff() ? diffColor(delta(f.n), state.data.max_delta) : color(f.n.name);
       d.textContent = f.w > 30 ? f.n.name : '';
-      d.title = tip(f.n);
+      d.dataset.tip = tip(f.n);
       d.dataset.name = f.n.name;
       d.onclick = () => {
         state.zoom = pathOf(f.n);
         draw();
+        saveView();
       };
       out.appendChild(d);
     }
@@ -209,6 +256,7 @@
       tr.onclick = () => {
         $('search').value = '^' + r.name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
         draw();
+        saveView();
       };
       out.appendChild(tr);
     }
@@ -218,21 +266,33 @@
       th.className = th.dataset.sort === k ? (state.desc ? 'desc' : 'asc') : '';
   }
 
-  function options(select, values, keep) {
-    const cur = select.value;
+  // The options, `cur` selected; kept as an option of its own when the data
+  // has it no more (a process gone, a value from a link).
+  function options(select, values, cur) {
     select.replaceChildren();
     for (const [value, label] of values) select.add(new Option(label, value));
-    if (keep && cur && ![...select.options].some((o) => o.value === cur)) select.add(new Option(cur, cur));
+    if (cur && ![...select.options].some((o) => o.value === cur)) select.add(new Option(cur, cur));
     select.value = cur;
+  }
+
+  // A value with its count; a pid or tid with its comm too: "pid 812 (nginx) - 90".
+  function valueLabel([v, n, comm]) {
+    return v + (comm === undefined ? '' : ' (' + comm + ')') + ' \u2014 ' + n;
   }
 
   function filters(data) {
     const keys = Object.keys(data.keys);
     $('filter').hidden = keys.length === 0;
-    options($('key'), [['', 'everything']].concat(keys.map((k) => [k, k])), false);
-    const key = $('key').value;
-    options($('value'), key ? data.keys[key].map(([v, n]) => [v, v + ' (' + n + ')']) : [], true);
-    $('value').hidden = !key;
+    if (state.key && !keys.includes(state.key)) {
+      state.key = state.value = '';
+      state.exclude = false;
+      saveView();
+    }
+    options($('key'), [['', 'everything']].concat(keys.map((k) => [k, k])), state.key);
+    const values = state.key ? data.keys[state.key].map((e) => [e[0], valueLabel(e)]) : [];
+    options($('value'), values, state.value);
+    $('exclude').value = state.exclude ? '1' : '';
+    $('value').hidden = $('exclude').hidden = !state.key;
   }
 
   function counters(data) {
@@ -249,9 +309,10 @@
   function query() {
     const q = new URLSearchParams({ window: $('window').value });
     if ($('base').value) q.set('base', $('base').value);
-    if ($('key').value && $('value').value) {
-      q.set('key', $('key').value);
-      q.set('value', $('value').value);
+    if (state.key && state.value) {
+      q.set('key', state.key);
+      q.set('value', state.value);
+      if (state.exclude) q.set('exclude', '1');
     }
     return q.toString();
   }
@@ -270,7 +331,16 @@
       const q = query();
       const r = await fetch('/flame.json?' + q, { cache: 'no-store' });
       const text = await r.text();
+      // A filter from a link that the daemon refuses (a key it does not count by): dropped.
+      if (r.status === 400 && !state.checked) {
+        state.key = state.value = '';
+        state.exclude = false;
+        state.checked = again = true;
+        saveView();
+        return;
+      }
       if (!r.ok) throw new Error(text.trim());
+      state.checked = true;
       const data = JSON.parse(text);
       state.data = data;
       state.root = build(data);
@@ -298,30 +368,76 @@
     }
   }
 
-  $('search').addEventListener('input', draw);
-  // "The window before" since start is no window.
+  $('search').addEventListener('input', () => {
+    draw();
+    saveView();
+  });
   $('window').addEventListener('change', () => {
-    const prev = $('base').querySelector('option[value="prev"]');
-    prev.disabled = $('window').value === 'all';
-    if (prev.disabled && $('base').value === 'prev') $('base').value = '';
+    allowPrev();
+    saveView();
     update();
   });
-  $('base').addEventListener('change', update);
+  const changed = () => {
+    saveView();
+    update();
+  };
+  $('base').addEventListener('change', changed);
   $('key').addEventListener('change', () => {
-    $('value').value = '';
+    state.key = $('key').value;
+    state.value = '';
+    state.exclude = false;
     if (state.data) filters(state.data);
-    update();
+    changed();
   });
-  $('value').addEventListener('change', update);
+  $('value').addEventListener('change', () => {
+    state.value = $('value').value;
+    changed();
+  });
+  $('exclude').addEventListener('change', () => {
+    state.exclude = $('exclude').value === '1';
+    changed();
+  });
   $('reset').addEventListener('click', () => {
     state.zoom = [];
     draw();
+    saveView();
   });
   $('layout').addEventListener('click', () => {
     state.icicle = !state.icicle;
     $('layout').textContent = state.icicle ? 'flame graph' : 'icicle';
     draw();
+    saveView();
   });
+  // Tabs switch in place, the rest of the view kept in the hash.
+  for (const a of document.querySelectorAll('#tabs a'))
+    a.addEventListener('click', (e) => {
+      e.preventDefault();
+      state.tab = a.dataset.tab;
+      showTab();
+      saveView();
+    });
+  // A link pasted into this page's address bar, or the hash edited: its view.
+  window.addEventListener('hashchange', () => {
+    loadView();
+    draw();
+    update();
+  });
+  // The tooltip: a box that follows the mouse and shows at once (a title waits).
+  const tipBox = $('tip');
+  function hover(e) {
+    const f = e.target.closest('.frame');
+    tipBox.hidden = !f;
+    if (!f) return;
+    tipBox.textContent = f.dataset.tip;
+    const gap = 14;
+    let x = e.clientX + gap, y = e.clientY + gap;
+    if (x + tipBox.offsetWidth > innerWidth) x = Math.max(0, e.clientX - gap - tipBox.offsetWidth);
+    if (y + tipBox.offsetHeight > innerHeight) y = Math.max(0, e.clientY - gap - tipBox.offsetHeight);
+    tipBox.style.left = x + 'px';
+    tipBox.style.top = y + 'px';
+  }
+  $('graph').addEventListener('mousemove', hover);
+  $('graph').addEventListener('mouseleave', () => { tipBox.hidden = true; });
   for (const th of document.querySelectorAll('#functions th'))
     th.addEventListener('click', () => {
       state.desc = state.sort === th.dataset.sort ? !state.desc : th.dataset.sort !== 'name';
@@ -329,5 +445,6 @@
       table();
     });
   window.addEventListener('resize', draw);
+  loadView();
   update();
 })();
