@@ -289,8 +289,9 @@ async function main() {
     const restored = (v) => v.window === '1m' && v.key === 'pid' && v.value === 'pid ' + workload &&
       v.exclude === '1' && v.search === 'kmem_cache_alloc' && v.zoom === zoomOn && v.matches > 0 &&
       v.rootTop === '0px' && v.query === 'window=1m&key=pid&value=pid+' + workload + '&exclude=1';
-    const drawn = (p) => p.waitForFunction(() => Number(document.getElementById('graph').dataset.updates) > 0,
-      { timeout: 20000 });
+    // Drawn, or said why not (the checks after it then fail, not time out).
+    const drawn = (p) => p.waitForFunction(() => Number(document.getElementById('graph').dataset.updates) > 0 ||
+      document.getElementById('status').classList.contains('error'), { timeout: 20000 });
     await page.reload({ waitUntil: 'load' });
     await drawn(page);
     let v = await shown(page);
@@ -329,7 +330,10 @@ async function main() {
       pasted.search === 'kmem_cache_alloc' && pasted.matches > 0 && pasted.tab === 'counters');
     await other.close();
 
-    check('the page links an icon of its own', await page.$eval('link[rel="icon"]', (l) => l.href === 'data:,'));
+    check('the page links an icon of its own', await page.evaluate(() => {
+      const l = document.querySelector('link[rel="icon"]');
+      return l !== null && l.href === 'data:,';
+    }));
     check('no request got 404' + (missing.length ? ': ' + missing.join(', ') : ''), missing.length === 0);
     check('no script error on any page' + (errors.length ? ': ' + errors.join('; ') : ''), errors.length === 0);
     for (const s of shots) console.log('screenshot: ' + s);
