@@ -50,7 +50,12 @@ constexpr const char* kFlamePanel = R"HTML(<section id="flame" class="panel">
 largest change)</div>
 <div id="graph" data-updates="0"></div>
 <div id="tip" hidden></div>
+<div id="sandwich" hidden><h2>Sandwich: <span id="sandwich-name"></span>
+<button id="sandwich-close" type="button">close</button></h2>
+<p class="note">Its callers above it, its callees below; click a frame for its own sandwich.</p>
+<div id="callers" class="graph"></div><div id="callees" class="graph"></div></div>
 <h2>Functions</h2>
+<p class="note">Click a row to search for the function, its <b>sandwich</b> button for its callers and callees.</p>
 <table id="functions"><thead><tr><th data-sort="name">function</th><th data-sort="self">self</th>
 <th data-sort="total">total</th>
 <th data-sort="change" id="change" hidden>base &#8594; change</th></tr></thead><tbody></tbody></table>

@@ -7,7 +7,9 @@
 // the counters tab work; the tooltip follows the mouse; no request gets 404.
 // The view is in the URL: a reload, or a link opened in a new page, shows it
 // again, and a link's values the page does not know are ignored; a pid is
-// labelled with its comm and can be excluded. Screenshots go to ARTIFACTS.
+// labelled with its comm and can be excluded; a function's sandwich (its
+// callers above it, its callees below) opens from the table and is in the URL
+// too. Screenshots go to ARTIFACTS.
 //   node page_test.js URL ARTIFACTS_DIR WORKLOAD_PID   (NODE_PATH: where puppeteer-core is)
 'use strict';
 const puppeteer = require('puppeteer-core');
@@ -329,6 +331,57 @@ async function main() {
     check('a link pasted into the open page shows its view: ' + JSON.stringify(pasted), pasted !== null &&
       pasted.search === 'kmem_cache_alloc' && pasted.matches > 0 && pasted.tab === 'counters');
     await other.close();
+
+    // The sandwich of do_syscall_64 (every syscall's stack holds it), from the table.
+    const swFn = 'do_syscall_64';
+    await page.$eval('#search', (s) => {
+      s.value = '';
+      s.dispatchEvent(new Event('input'));
+    });
+    const sandwichOf = () => page.evaluate((f) => {
+      const frames = (id) => [...document.getElementById(id).querySelectorAll('.frame')].map((e) => ({
+        name: e.dataset.name, top: parseFloat(e.style.top), width: parseFloat(e.style.width),
+        events: Number((e.dataset.tip.match(/ \((\d+) /) || [])[1]) }));
+      const row = [...document.querySelectorAll('#functions tbody tr')].find((r) => r.firstChild.lastChild.textContent === f);
+      return { shown: !document.getElementById('sandwich').hidden, name: document.getElementById('sandwich-name').textContent,
+        width: document.getElementById('callers').clientWidth, callers: frames('callers'), callees: frames('callees'),
+        total: row ? parseInt(row.children[2].textContent) : null, hash: location.hash };
+    }, swFn);
+    const opened = await page.evaluate((f) => {
+      const row = [...document.querySelectorAll('#functions tbody tr')].find((r) => r.firstChild.lastChild.textContent === f);
+      if (!row) return false;
+      row.querySelector('button.open-sandwich').click();
+      return true;
+    }, swFn);
+    let sw = await sandwichOf();
+    const own = (fs) => fs.find((f) => f.name === swFn) || { top: -1, width: 0, events: -1 };
+    const callersOwn = own(sw.callers), calleesOwn = own(sw.callees);
+    check('the table opens ' + swFn + '\'s sandwich: "' + sw.name + '", its callers\' graph ending in it at the bottom (' +
+      sw.callers.length + ' frames), its callees\' starting with it on top (' + sw.callees.length + ' frames)',
+      opened && sw.shown && sw.name === swFn && callersOwn.width > sw.width * 0.95 &&
+      callersOwn.top === Math.max(...sw.callers.map((f) => f.top)) && sw.callers.some((f) => f.top < callersOwn.top) &&
+      calleesOwn.top === 0 && calleesOwn.width > sw.width * 0.95 && sw.callees.some((f) => f.top > 0));
+    check('both halves count its total in the table once per stack (' + callersOwn.events + ', ' + calleesOwn.events +
+      ', table ' + sw.total + '); no caller or callee wider than it',
+      callersOwn.events === sw.total && calleesOwn.events === sw.total &&
+      sw.callers.concat(sw.callees).every((f) => f.events <= sw.total));
+    check('the sandwich is in the URL: ' + sw.hash, new URLSearchParams(sw.hash.slice(1)).get('sandwich') === swFn);
+    await shot('page_sandwich.png');
+    await page.reload({ waitUntil: 'load' });
+    await drawn(page);
+    sw = await sandwichOf();
+    check('after a reload the sandwich of ' + sw.name + ' shows again', sw.shown && sw.name === swFn && sw.callers.length > 1);
+    const caller = (sw.callers.filter((f) => f.name !== swFn).sort((a, b) => b.top - a.top)[0] || { name: '' }).name;
+    await page.evaluate((c) => {
+      const f = [...document.querySelectorAll('#callers .frame')].find((e) => e.dataset.name === c);
+      if (f) f.click();
+    }, caller);
+    sw = await sandwichOf();
+    check('a click on its caller ' + caller + ' opens that one\'s (' + sw.name + ')', sw.name === caller && sw.shown);
+    await page.$eval('#sandwich-close', (b) => b.click());
+    sw = await sandwichOf();
+    check('close hides it, and the URL forgets it (' + sw.hash + ')', !sw.shown &&
+      !new URLSearchParams(sw.hash.slice(1)).has('sandwich'));
 
     check('the page links an icon of its own', await page.evaluate(() => {
       const l = document.querySelector('link[rel="icon"]');

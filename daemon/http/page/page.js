@@ -13,7 +13,7 @@
   const refresh = Number(body.dataset.refresh) || 0;
   const rowHeight = 17;
   const state = { zoom: [], icicle: false, sort: 'self', desc: true, data: null, root: null, updates: 0,
-    key: '', value: '', exclude: false, tab: 'flame', checked: false };
+    key: '', value: '', exclude: false, tab: 'flame', checked: false, sandwich: '' };
   body.classList.add('js');
 
   function showTab() {
@@ -22,7 +22,7 @@
   }
 
   // The view in the URL's hash, so that a reload or a link shows it again:
-  // #window=1m&base=all&key=pid&value=pid+9&exclude=1&search=RE&zoom=A&zoom=B&icicle=1&tab=counters
+  // #window=1m&base=all&key=pid&value=pid+9&exclude=1&search=RE&zoom=A&zoom=B&icicle=1&sandwich=F&tab=counters
   // (the hash, not the query: it never reaches the server, so a deep zoom
   // cannot make the request too long). A value the page does not know is
   // ignored; a bare #counters, as older links have it, names the tab.
@@ -36,6 +36,7 @@
     if ($('search').value) q.set('search', $('search').value);
     for (const name of state.zoom) q.append('zoom', name);
     if (state.icicle) q.set('icicle', '1');
+    if (state.sandwich) q.set('sandwich', state.sandwich);
     if (state.tab !== 'flame') q.set('tab', state.tab);
     const hash = q.toString();
     history.replaceState(null, '', hash ? '#' + hash : location.pathname + location.search);
@@ -58,6 +59,7 @@
     state.zoom = q.getAll('zoom');
     state.icicle = q.get('icicle') === '1';
     $('layout').textContent = state.icicle ? 'flame graph' : 'icicle';
+    state.sandwich = q.get('sandwich') || '';
     state.tab = q.get('tab') === 'counters' ? 'counters' : 'flame';
     showTab();
   }
@@ -151,6 +153,42 @@
       pct(n.value, root.value) + ', ' + points(delta(n)) + ')';
   }
 
+  // The frames of `top`'s subtree scaled to the width, each {n, left, w}.
+  function layout(top, width, frames) {
+    let maxDepth = 0;
+    (function visit(n) {
+      const w = top.value ? (n.value / top.value) * width : 0;
+      if (w < 0.5 || frames.length > 8000) return;
+      frames.push({ n, left: ((n.x - top.x) / top.value) * width, w });
+      maxDepth = Math.max(maxDepth, n.depth - top.depth);
+      for (const c of n.children) visit(c);
+    })(top);
+    return maxDepth;
+  }
+
+  // The frames as divs in `graph`, `top` at the bottom (flame) or on top (icicle).
+  function paint(graph, frames, top, maxDepth, icicle, click) {
+    const re = searchRegex();
+    const out = document.createDocumentFragment();
+    for (const f of frames) {
+      const d = document.createElement('div');
+      d.className = 'frame' + (f.dim ? ' dim' : '') + (re && re.test(f.n.name) ? ' match' : '');
+      const depth = f.n.depth - top.depth;
+      const row = icicle ? depth : maxDepth - depth;
+      d.style.cssText = 'left:' + f.left.toFixed(1) + 'px;width:' + Math.max(f.w - 1, 0.5).toFixed(1) +
+        'px;top:' + row * rowHeight + 'px';
+      if (!d.classList.contains('match'))
+        d.style.background = diff() ? diffColor(delta(f.n), state.data.max_delta) : color(f.n.name);
+      d.textContent = f.w > 30 ? f.n.name : '';
+      d.dataset.tip = tip(f.n);
+      d.dataset.name = f.n.name;
+      d.onclick = () => click(f.n);
+      out.appendChild(d);
+    }
+    graph.replaceChildren(out);
+    graph.style.height = (maxDepth + 1) * rowHeight + 'px';
+  }
+
   function draw() {
     const root = state.root;
     const graph = $('graph');
@@ -164,37 +202,14 @@
     const re = searchRegex();
     const width = graph.clientWidth || 1000;
     const frames = [];
-    let maxDepth = 0;
     // The zoomed frame's ancestors span the whole width, its subtree scales to it.
     for (let a = zoom.parent; a; a = a.parent) frames.push({ n: a, left: 0, w: width, dim: true });
-    (function visit(n) {
-      const w = zoom.value ? (n.value / zoom.value) * width : 0;
-      if (w < 0.5 || frames.length > 8000) return;
-      frames.push({ n, left: ((n.x - zoom.x) / zoom.value) * width, w });
-      maxDepth = Math.max(maxDepth, n.depth);
-      for (const c of n.children) visit(c);
-    })(zoom);
-    const out = document.createDocumentFragment();
-    for (const f of frames) {
-      const d = document.createElement('div');
-      d.className = 'frame' + (f.dim ? ' dim' : '') + (re && re.test(f.n.name) ? ' match' : '');
-      const top = state.icicle ? f.n.depth : maxDepth - f.n.depth;
-      d.style.cssText = 'left:' + f.left.toFixed(1) + 'px;width:' + Math.max(f.w - 1, 0.5).toFixed(1) +
-        'px;top:' + top * rowHeight + 'px';
-      if (!d.classList.contains('match'))
-        d.style.background = diff() ? diffColor(delta(f.n), state.data.max_delta) : color(f.n.name);
-      d.textContent = f.w > 30 ? f.n.name : '';
-      d.dataset.tip = tip(f.n);
-      d.dataset.name = f.n.name;
-      d.onclick = () => {
-        state.zoom = pathOf(f.n);
-        draw();
-        saveView();
-      };
-      out.appendChild(d);
-    }
-    graph.replaceChildren(out);
-    graph.style.height = (maxDepth + 1) * rowHeight + 'px';
+    const maxDepth = zoom.depth + layout(zoom, width, frames);
+    paint(graph, frames, root, maxDepth, state.icicle, (n) => {
+      state.zoom = pathOf(n);
+      draw();
+      saveView();
+    });
     graph.dataset.zoom = zoom.name;
     $('reset').disabled = zoom === root;
     // Matched: the frames that match, not counted again under a match.
@@ -207,6 +222,76 @@
       $('matched').textContent = 'matched ' + pct(matched, root.value);
     } else {
       $('matched').textContent = '';
+    }
+    drawSandwich();
+  }
+
+  // The sandwich of a function, as speedscope and Pyroscope draw it: the
+  // stacks through it merged at it, its callers above (the root's side
+  // upwards) and its callees below. A stack counts once, at its outermost
+  // call of the function, as "total" in the table does.
+  function sandwich(root, fn) {
+    const tnode = (name) => ({ name, value: 0, base: 0, kids: new Map() });
+    const add = (t, n) => {
+      t.value += n.value;
+      t.base += n.base;
+    };
+    const kid = (t, name) => {
+      let k = t.kids.get(name);
+      if (!k) t.kids.set(name, (k = tnode(name)));
+      return k;
+    };
+    const callers = tnode(fn);
+    const callees = tnode(fn);
+    function below(t, n) {
+      for (const c of n.children) {
+        const k = kid(t, c.name);
+        add(k, c);
+        below(k, c);
+      }
+    }
+    (function visit(n) {
+      if (!n.parent || n.name !== fn) return n.children.forEach(visit);
+      add(callers, n);
+      add(callees, n);
+      let t = callers;
+      for (let a = n.parent; a.parent; a = a.parent) add((t = kid(t, a.name)), n);
+      below(callees, n);
+    })(root);
+    // As build()'s nodes: children by name, absolute offsets.
+    function finish(t, parent, x, depth) {
+      const n = { name: t.name, value: t.value, base: t.base, parent, x, depth, children: [] };
+      let cx = x;
+      for (const k of [...t.kids.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+        n.children.push(finish(k, n, cx, depth + 1));
+        cx += k.value;
+      }
+      return n;
+    }
+    return [finish(callers, null, 0, 0), finish(callees, null, 0, 0)];
+  }
+
+  function openSandwich(name) {
+    state.sandwich = name;
+    draw();
+    saveView();
+  }
+
+  // A function gone from the data (another window, a filter) closes it.
+  function drawSandwich() {
+    const box = $('sandwich');
+    const [callers, callees] = state.sandwich ? sandwich(state.root, state.sandwich) : [];
+    if (state.sandwich && !callers.value) {
+      state.sandwich = '';
+      saveView();
+    }
+    box.hidden = !state.sandwich;
+    if (!state.sandwich) return;
+    $('sandwich-name').textContent = state.sandwich;
+    const width = $('callers').clientWidth || 1000;
+    for (const [graph, top, icicle] of [[$('callers'), callers, false], [$('callees'), callees, true]]) {
+      const frames = [];
+      paint(graph, frames, top, layout(top, width, frames), icicle, (n) => openSandwich(n.name));
     }
   }
 
@@ -253,6 +338,16 @@
         td.textContent = v;
         tr.appendChild(td);
       }
+      const open = document.createElement('button');
+      open.type = 'button';
+      open.className = 'open-sandwich';
+      open.textContent = 'sandwich';
+      open.onclick = (e) => {
+        e.stopPropagation();
+        openSandwich(r.name);
+        $('sandwich').scrollIntoView();
+      };
+      tr.firstChild.prepend(open, ' ');
       tr.onclick = () => {
         $('search').value = '^' + r.name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
         draw();
@@ -436,8 +531,11 @@
     tipBox.style.left = x + 'px';
     tipBox.style.top = y + 'px';
   }
-  $('graph').addEventListener('mousemove', hover);
-  $('graph').addEventListener('mouseleave', () => { tipBox.hidden = true; });
+  for (const g of [$('graph'), $('callers'), $('callees')]) {
+    g.addEventListener('mousemove', hover);
+    g.addEventListener('mouseleave', () => { tipBox.hidden = true; });
+  }
+  $('sandwich-close').addEventListener('click', () => openSandwich(''));
   for (const th of document.querySelectorAll('#functions th'))
     th.addEventListener('click', () => {
       state.desc = state.sort === th.dataset.sort ? !state.desc : th.dataset.sort !== 'name';
