@@ -4,10 +4,12 @@
 # driven by puppeteer-core (installed from npm into CACHE_DIR, never into the
 # source tree; the test fails if it cannot) against a real daemon on a
 # loopback port (tests/page/page_test.js: flame graph, search, zoom kept
-# across in-place updates, icicle, functions, filter, window, counters tab).
+# across in-place updates, icicle, functions, filter, window, counters tab,
+# tooltip, the view in the URL, a pid's comm, all but a value, sandwich).
 # Before it, /flame.json (plain and differential) and / as a script reads them: valid JSON, bad
-# queries get 400 in one line, the page under 300 KB with its counters in
-# the HTML. Screenshots are kept in ARTIFACTS_DIR.
+# queries get 400 in one line, exclude=1 leaves out exactly a value's events,
+# a pid carries its comm, /favicon.ico gets 204, the page under 300 KB with
+# its counters in the HTML. Screenshots are kept in ARTIFACTS_DIR.
 #   page_test.sh STACKMAPD ARTIFACTS_DIR CACHE_DIR [PYTHON]
 set -u
 BIN=$1
