@@ -62,6 +62,7 @@
     state.sandwich = q.get('sandwich') || '';
     state.tab = q.get('tab') === 'counters' ? 'counters' : 'flame';
     showTab();
+    saveView(); // what was ignored leaves the URL
   }
   // "The window before" since start is no window.
   function allowPrev() {
