@@ -75,6 +75,47 @@ TEST(FlameJson, MergedTreeRootFirstWithCountsAndKeys) {
   EXPECT_EQ(d["keys"]["pid"][0][0], "pid 1");
 }
 
+// Counted by comm too, a pid says whose it is: the comm most of its events had.
+TEST(FlameJson, APidCarriesItsComm) {
+  Snapshot snap = sample();
+  snap.stacks[1].by = {key("bash", 1, 2), key("sh", 1, 1)};  // pid 1 exec'd sh for one event
+  intern_callstacks(snap);
+  json d = render(snap);
+  EXPECT_EQ(d["keys"]["pid"][0], json::array({"pid 1", 8, "bash"}));
+  EXPECT_EQ(d["keys"]["pid"][1], json::array({"pid 2", 2, "\\xff<x>"}));
+  EXPECT_EQ(d["keys"]["comm"][0], json::array({"bash", 7}));  // a comm is its own name
+  snap.keys = KeySpec::parse("pid");
+  d = render(snap);
+  EXPECT_EQ(d["keys"]["pid"][0], json::array({"pid 1", 8}));  // no comm counted: none said
+}
+
+TEST(FlameJson, ExcludeOneKeyValue) {
+  http::FlameJsonOptions opt;
+  ASSERT_FALSE(
+      http::parse_flame_filter("key=comm&value=bash&exclude=1", sample().keys, opt.filter));
+  EXPECT_TRUE(opt.filter.exclude);
+  json d = render(sample(), opt);
+  EXPECT_EQ(d["total"], 2);
+  std::map<std::string, uint64_t> p;
+  paths(d, d["tree"], "", p);
+  EXPECT_EQ(
+      p, (std::map<std::string, uint64_t>{{"all", 2}, {"all;entry", 2}, {"all;entry;alloc", 2}}));
+  ASSERT_FALSE(
+      http::parse_flame_filter("key=pid&value=pid%202&exclude=0", sample().keys, opt.filter));
+  EXPECT_FALSE(opt.filter.exclude);
+  EXPECT_EQ(render(sample(), opt)["total"], 2);
+  // Events of no known value (past the store's cap on keys) are not the value's: they stay.
+  Snapshot capped = sample();
+  KeyCount other;
+  other.other = true;
+  other.count = other.weight = 4;
+  capped.stacks[1].by.push_back(other);
+  capped.stacks[1].ref_count = capped.stacks[1].weight = 7;
+  intern_callstacks(capped);
+  ASSERT_FALSE(http::parse_flame_filter("key=comm&value=bash&exclude=1", capped.keys, opt.filter));
+  EXPECT_EQ(render(capped, opt)["total"], 6);
+}
+
 TEST(FlameJson, FilterByOneKeyValue) {
   http::FlameJsonOptions opt;
   // The page names a value as the JSON did: "\xff<x>" for the byte 0xff; the byte itself too.
@@ -101,6 +142,12 @@ TEST(FlameJson, BadFiltersAreNamed) {
   ASSERT_TRUE(e);
   EXPECT_NE(e->find("--by comm,pid"), std::string::npos) << *e;
   EXPECT_TRUE(http::parse_flame_filter("key=comm", keys, f));
+  e = http::parse_flame_filter("key=comm&value=x&exclude=yes", keys, f);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("exclude=yes"), std::string::npos) << *e;
+  e = http::parse_flame_filter("exclude=1", keys, f);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("needs a value"), std::string::npos) << *e;
   EXPECT_FALSE(http::parse_flame_filter("window=1m", keys, f));
   EXPECT_FALSE(f.field);
 }

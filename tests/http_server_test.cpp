@@ -94,6 +94,18 @@ TEST_F(Http, AnswersGetAndHead) {
   EXPECT_EQ(server_->connections(), 0u);
 }
 
+// /favicon.ico's answer: no body, so neither its length nor its type.
+TEST(HttpSerialize, NoContentSaysNoLength) {
+  Response r;
+  r.status = 204;
+  r.body = "ignored";
+  const std::string out = serialize(r, false);
+  EXPECT_EQ(out.substr(0, out.find("\r\n")), "HTTP/1.1 204 No Content");
+  EXPECT_EQ(out.find("\r\nContent-Length:"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\r\nContent-Type:"), std::string::npos) << out;
+  EXPECT_EQ(out.substr(out.size() - 4), "\r\n\r\n") << out;
+}
+
 TEST_F(Http, RefusesOtherMethodsAndBigRequests) {
   Server::Limits limits;
   limits.max_head = 256;

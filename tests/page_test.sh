@@ -4,10 +4,12 @@
 # driven by puppeteer-core (installed from npm into CACHE_DIR, never into the
 # source tree; the test fails if it cannot) against a real daemon on a
 # loopback port (tests/page/page_test.js: flame graph, search, zoom kept
-# across in-place updates, icicle, functions, filter, window, counters tab).
+# across in-place updates, icicle, functions, filter, window, counters tab,
+# tooltip, the view in the URL, a pid's comm, all but a value, sandwich).
 # Before it, /flame.json (plain and differential) and / as a script reads them: valid JSON, bad
-# queries get 400 in one line, the page under 300 KB with its counters in
-# the HTML. Screenshots are kept in ARTIFACTS_DIR.
+# queries get 400 in one line, exclude=1 leaves out exactly a value's events,
+# a pid carries its comm, /favicon.ico gets 204, the page under 300 KB with
+# its counters in the HTML. Screenshots are kept in ARTIFACTS_DIR.
 #   page_test.sh STACKMAPD ARTIFACTS_DIR CACHE_DIR [PYTHON]
 set -u
 BIN=$1
@@ -48,12 +50,13 @@ pid=$!
 wait_http "$pid" "$url"
 check "the daemon serves HTTP on 127.0.0.1:$P_HTTP ($(tail -1 "$tmp/daemon.err"))" '[ "$(code "$url/")" = 200 ]'
 # A workload of its own: a process allocating kernel objects all along,
-# named with bytes that are not UTF-8 and markup ("\xff<b>&").
+# named with bytes that are not UTF-8 and markup ("\xff<b>&"), which its
+# status file then holds too: read as bytes.
 "$PY" -c '
 import ctypes
 ctypes.CDLL(None).prctl(15, b"\xff<b>&", 0, 0, 0)
 while True:
-    open("/proc/self/status").read()' &
+    open("/proc/self/status", "rb").read()' &
 load=$!
 sleep 3
 
@@ -77,6 +80,27 @@ sleep 1.1  # a snapshot of its own, not the one just built
 get "$url/flame.json" > "$tmp/all.json"
 check "filtered by that comm it counts only its events, fewer than all" \
   '"$PY" -c "import json,sys; b=json.load(open(sys.argv[1])); a=json.load(open(sys.argv[2])); assert 0 < b[\"total\"] < a[\"total\"], (b[\"total\"], a[\"total\"])" "$tmp/cat.json" "$tmp/all.json"'
+# Excluded, the rest: with the value's own events, all of them. Asked for
+# within a second, the three answers share one snapshot (kSnapshotFresh),
+# unless the history's turn took a new one between: then once more.
+sums() {
+  local w=pid%20$load
+  get "$url/flame.json" > "$tmp/all.json"
+  get "$url/flame.json?key=pid&value=$w" > "$tmp/only.json"
+  get "$url/flame.json?key=pid&value=$w&exclude=1" > "$tmp/but.json"
+  "$PY" -c "import json,sys; t=[json.load(open(f))[\"total\"] for f in sys.argv[1:]]; print(*t); sys.exit(not (t[1] > 0 and t[2] > 0 and t[1] + t[2] == t[0]))" \
+    "$tmp/all.json" "$tmp/only.json" "$tmp/but.json"
+}
+summed=0
+for try in 1 2 3; do
+  totals=$(sums) && summed=1 && break
+  sleep 0.3
+done
+check "exclude=1 leaves out exactly the workload pid's events (all, its own, the rest: $totals)" '[ "$summed" = 1 ]'
+check "a pid is said with its comm: the workload's pid $load with \\xff<b>&" \
+  '"$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert [\"pid $load\", \"\\\\xff<b>&\"] in [[v[0], v[2]] for v in d[\"keys\"][\"pid\"]], d[\"keys\"][\"pid\"][:3]" "$tmp/all.json"'
+check "/favicon.ico gets 204, no body" '[ "$(code "$url/favicon.ico")" = 204 ] && [ -z "$(get "$url/favicon.ico")" ]'
+
 # The differential tree: the last 10 minutes against the window before (none
 # yet: an empty base) and against since start; each node with its base value.
 get "$url/flame.json?window=10m&base=all" > "$tmp/diff.json"
@@ -94,7 +118,7 @@ assert 0 <= d[\"max_delta\"] <= 1" "$tmp/diff.json"'
 check "/flame.json?window=1m&base=prev is a tree against the minute before" \
   '"$PY" -c "import json,sys; d=json.load(sys.stdin); assert d[\"base\"][\"window\"] == \"the minute before\"" < <(get "$url/flame.json?window=1m&base=prev")'
 for bad in 'window=2h' 'key=colour&value=x' 'key=cgroup&value=x' 'key=comm' 'window=%0a%ff' 'base=yesterday' \
-  'base=prev' 'window=1m&base=%0a'; do
+  'base=prev' 'window=1m&base=%0a' 'key=comm&value=x&exclude=yes' 'exclude=1'; do
   c=$(code "$url/flame.json?$bad")
   lines=$(get "$url/flame.json?$bad" | wc -l)
   check "/flame.json?$bad gets 400 in one line ($c, $lines line(s): $(get "$url/flame.json?$bad"))" \
@@ -118,7 +142,7 @@ check "they got 200 or 503, at least 8 the tree ($(many_codes | sort | uniq -c |
   '[ "$(many_codes | grep -cvE "^(200|503)$")" = 0 ] && [ "$(many_codes | grep -c "^200$")" -ge 8 ]'
 
 mkdir -p "$ART"
-NODE_PATH=$CACHE/node_modules HOME=$tmp timeout 180 node "$(dirname "$0")/page/page_test.js" "$url" "$ART" > "$tmp/node.out" 2>&1
+NODE_PATH=$CACHE/node_modules HOME=$tmp timeout 240 node "$(dirname "$0")/page/page_test.js" "$url" "$ART" "$load" > "$tmp/node.out" 2>&1
 rc=$?
 cat "$tmp/node.out"
 check "the page in Chromium passes (exit $rc)" '[ "$rc" -eq 0 ]'

@@ -71,10 +71,11 @@ std::vector<SymbolizedStack> graph_stacks(const Snapshot& snap, const FrameNames
     if (!filter) {
       s.count = weighted ? c.weight : c.count;
     } else {
+      // Excluded, the `other` entry stays: no value of its events is known.
       for (uint32_t k : c.keys) {
         const KeyCount& key = snap.stacks[c.stack].by[k];
-        if (!key.other && utf8_text(filter->frame(key.key)) == opt.filter.value)
-          s.count += weighted ? key.weight : key.count;
+        const bool match = !key.other && utf8_text(filter->frame(key.key)) == opt.filter.value;
+        if (match != opt.filter.exclude) s.count += weighted ? key.weight : key.count;
       }
     }
     if (s.count) out.push_back(std::move(s));
@@ -112,18 +113,39 @@ void write_counters(std::string& out, const TableStats& st) {
   out += ']';
 }
 
-// Per --by field, its values by events, the most frequent first.
+struct KeyValueCount {
+  uint64_t count = 0;
+  std::unordered_map<std::string, uint64_t> comms;  // by events, when counted by comm too
+};
+
+// The comm most of a value's events had (a process can exec another program).
+const std::string& top_comm(const KeyValueCount& v) {
+  const auto top =
+      std::min_element(v.comms.begin(), v.comms.end(), [](const auto& a, const auto& b) {
+        return a.second != b.second ? a.second > b.second : a.first < b.first;
+      });
+  return top->first;
+}
+
+// Per --by field, its values by events, the most frequent first; a pid or
+// tid with its comm when the daemon counts by comm, so the page can say who it is.
 void write_keys(std::string& out, const Snapshot& snap, size_t n) {
   out += "\"keys\":{";
+  const KeyFieldInfo& comm = key_field(KeyField::comm);
   for (size_t i = 0; i < snap.keys.fields.size(); ++i) {
     const KeyFieldInfo& info = key_field(snap.keys.fields[i]);
-    std::unordered_map<std::string, uint64_t> counts;
+    const bool with_comm = info.per_process && snap.keys.has(KeyField::comm);
+    std::unordered_map<std::string, KeyValueCount> counts;
     for (const StackRecord& s : snap.stacks)
       for (const KeyCount& k : s.by)
-        if (!k.other) counts[info.frame(k.key)] += k.count;
-    std::vector<std::pair<std::string, uint64_t>> order(counts.begin(), counts.end());
+        if (!k.other) {
+          KeyValueCount& v = counts[info.frame(k.key)];
+          v.count += k.count;
+          if (with_comm) v.comms[comm.frame(k.key)] += k.count;
+        }
+    std::vector<std::pair<std::string, KeyValueCount>> order(counts.begin(), counts.end());
     std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-      return a.second != b.second ? a.second > b.second : a.first < b.first;
+      return a.second.count != b.second.count ? a.second.count > b.second.count : a.first < b.first;
     });
     order.resize(std::min(order.size(), n));
     if (i) out += ',';
@@ -132,7 +154,12 @@ void write_keys(std::string& out, const Snapshot& snap, size_t n) {
     for (size_t j = 0; j < order.size(); ++j) {
       out += j ? ",[" : "[";
       append_json_string(out, order[j].first);
-      out += ',' + std::to_string(order[j].second) + ']';
+      out += ',' + std::to_string(order[j].second.count);
+      if (with_comm) {
+        out += ',';
+        append_json_string(out, top_comm(order[j].second));
+      }
+      out += ']';
     }
     out += ']';
   }
@@ -164,7 +191,14 @@ std::optional<std::string> parse_flame_filter(std::string_view query, const KeyS
                                               FlameFilter& out) {
   const std::optional<std::string> key = query_param(query, "key");
   const std::optional<std::string> value = query_param(query, "value");
-  if (!key && !value) return std::nullopt;
+  const std::optional<std::string> exclude = query_param(query, "exclude");
+  if (exclude && *exclude != "0" && *exclude != "1")
+    return "exclude=" + utf8_text(exclude->substr(0, 64)) +
+           ": ask for 1 (all but the value's events) or 0";
+  if (!key && !value) {
+    if (exclude) return "exclude= needs a value to leave out: key=comm&value=bash&exclude=1";
+    return std::nullopt;
+  }
   if (!key || !value) return "key= and value= go together: key=comm&value=bash";
   KeySpec one;
   try {
@@ -179,6 +213,7 @@ std::optional<std::string> parse_flame_filter(std::string_view query, const KeyS
   out.field = one.fields[0];
   // As the JSON names it ("\\xff" for a byte that is not UTF-8), which is what the page sends back.
   out.value = utf8_text(*value);
+  out.exclude = exclude == "1";
   return std::nullopt;
 }
 

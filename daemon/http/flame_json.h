@@ -4,6 +4,7 @@
 // seconds: frame names once in a table, each node [name, value, children].
 //   {"unit": "events", "total": N, "window": "...", "seconds": S,
 //    "keys": {"comm": [["bash", 812], ...], ...},   the --by values present
+//      (counted by comm too, a pid's or tid's third: its comm, ["pid 9", 5, "nginx"])
 //    "counters": [["entries", "12 / 16384"], ...],  stack_map_stat's lines
 //    "names": ["all", "schedule", ...], "tree": [0, N, [[1, 7, []], ...]]}
 // Children are ordered by name, so a frame keeps its place across updates.
@@ -23,15 +24,17 @@
 
 namespace stackmapd::http {
 
-// Only the events of one --by value: `field`'s value as a flame graph
-// frame reads it ("bash", "pid 812", "/system.slice/ssh.service").
+// Only the events of one --by value, or all but them (exclude): `field`'s
+// value as a flame graph frame reads it ("bash", "pid 812", "/system.slice/ssh.service").
 struct FlameFilter {
   std::optional<KeyField> field;
   std::string value;
+  bool exclude = false;
 };
 
-// The filter a query asks for (key=FIELD&value=V), or why it cannot be had
-// in one line: an unknown field, or one the daemon was not started --by.
+// The filter a query asks for (key=FIELD&value=V, and exclude=1 for all but
+// V), or why it cannot be had in one line: an unknown field, one the daemon
+// was not started --by, an exclude= other than 0 or 1 or without a value.
 std::optional<std::string> parse_flame_filter(std::string_view query, const KeySpec& keys,
                                               FlameFilter& out);
 

@@ -37,7 +37,8 @@ constexpr const char* kFlamePanel = R"HTML(<section id="flame" class="panel">
 <label>compare with <select id="base"><option value="">nothing</option>
 <option value="prev" disabled>the window before</option><option value="all">since start</option>
 <option value="10m">last 10 minutes</option><option value="1m">last minute</option></select></label>
-<span id="filter">filter <select id="key"></select> <select id="value" hidden></select></span>
+<span id="filter">filter <select id="key"></select> <select id="exclude" hidden aria-label="include or exclude">
+<option value="">only</option><option value="1">all but</option></select> <select id="value" hidden></select></span>
 <input id="search" type="search" placeholder="search functions (regex)" aria-label="search">
 <span id="matched"></span>
 <button id="layout" type="button">icicle</button>
@@ -48,7 +49,13 @@ constexpr const char* kFlamePanel = R"HTML(<section id="flame" class="panel">
 <span class="swatch same"></span>held (widths: the window; colour: its share less the base's, deepest at the
 largest change)</div>
 <div id="graph" data-updates="0"></div>
+<div id="tip" hidden></div>
+<div id="sandwich" hidden><h2>Sandwich: <span id="sandwich-name"></span>
+<button id="sandwich-close" type="button">close</button></h2>
+<p class="note">Its callers above it, its callees below; click a frame for its own sandwich.</p>
+<div id="callers" class="graph"></div><div id="callees" class="graph"></div></div>
 <h2>Functions</h2>
+<p class="note">Click a row to search for the function, its <b>sandwich</b> button for its callers and callees.</p>
 <table id="functions"><thead><tr><th data-sort="name">function</th><th data-sort="self">self</th>
 <th data-sort="total">total</th>
 <th data-sort="change" id="change" hidden>base &#8594; change</th></tr></thead><tbody></tbody></table>
@@ -59,7 +66,10 @@ largest change)</div>
 
 std::string render_page(const TableStats& stats, const PageOptions& opt) {
   const std::string host = markup_text(opt.host);
-  std::string out = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
+  // An empty icon of its own: the browser asks the server for none.
+  std::string out =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+      "<link rel=\"icon\" href=\"data:,\">\n";
   out += "<title>stackmapd on " + host + "</title>\n<style>";
   out += kPageStyle;
   out += "</style></head>\n<body data-refresh=\"" + std::to_string(opt.refresh_seconds) + "\">\n";

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 // The live page (GET /): one self-contained HTML document, no external
 // assets (its script and style sheet are embedded, page_assets.h). Two
-// tabs: the flame graph (or icicle) with a table of functions, which the
-// script draws from /flame.json (flame_json.h) and updates in place every
-// `refresh_seconds`; and the counters, which are in the HTML itself, so the
-// page reads without JavaScript too (both panels then show).
+// tabs: the flame graph (or icicle) with a table of functions and a
+// function's sandwich, which the script draws from /flame.json
+// (flame_json.h) and updates in place every `refresh_seconds`; and the
+// counters, which are in the HTML itself, so the page reads without
+// JavaScript too (both panels then show). The script keeps the view in the
+// URL's hash, so a reload or a link shows it again.
 #pragma once
 
 #include <string>

@@ -10,6 +10,7 @@ namespace {
 const char* status_text(int status) {
   switch (status) {
     case 200: return "OK";
+    case 204: return "No Content";
     case 400: return "Bad Request";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
@@ -38,13 +39,16 @@ Response error_response(int status, const std::string& reason) {
 
 std::string serialize(const Response& r, bool head) {
   std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + status_text(r.status) + "\r\n";
-  out += "Content-Type: " + r.content_type + "\r\n";
-  const size_t length = r.shared_body ? r.shared_body->size() : r.body.size();
-  out += "Content-Length: " + std::to_string(length) + "\r\n";
+  // 204 has no content, and so no Content-Length (RFC 9110 8.6).
+  if (r.status != 204) {
+    out += "Content-Type: " + r.content_type + "\r\n";
+    const size_t length = r.shared_body ? r.shared_body->size() : r.body.size();
+    out += "Content-Length: " + std::to_string(length) + "\r\n";
+  }
   out += "Connection: close\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n";
   for (const auto& [name, value] : r.headers) out += name + ": " + value + "\r\n";
   out += "\r\n";
-  if (!head && !r.shared_body) out += r.body;
+  if (!head && !r.shared_body && r.status != 204) out += r.body;
   return out;
 }
 

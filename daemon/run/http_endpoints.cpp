@@ -84,6 +84,12 @@ void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond
     if (req.path == "/stack_map.json") return stack_map_json(respond);
     if (req.path == "/debug/pprof/stackmapd") return profile(req, respond);
     if (req.path == "/flame.json") return flame_json(req, respond);
+    // A browser asks for it on any of our URLs; the page links an icon of its own.
+    if (req.path == "/favicon.ico") {
+      http::Response r;
+      r.status = 204;
+      return respond(r);
+    }
     if (req.path == "/") {
       http::PageOptions opt;
       opt.host = host_name();

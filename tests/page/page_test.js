@@ -4,13 +4,18 @@
 // says how much matched, a click zooms, and both survive the in-place updates
 // (no navigation); the icicle, the table of functions, a filter by comm, the
 // last minute, its differential view against all since start (red/blue) and
-// the counters tab work. Screenshots go to ARTIFACTS.
-//   node page_test.js URL ARTIFACTS_DIR   (NODE_PATH: where puppeteer-core is)
+// the counters tab work; the tooltip follows the mouse; no request gets 404.
+// The view is in the URL: a reload, or a link opened in a new page, shows it
+// again, and a link's values the page does not know are ignored; a pid is
+// labelled with its comm and can be excluded; a function's sandwich (its
+// callers above it, its callees below) opens from the table and is in the URL
+// too. Screenshots go to ARTIFACTS.
+//   node page_test.js URL ARTIFACTS_DIR WORKLOAD_PID   (NODE_PATH: where puppeteer-core is)
 'use strict';
 const puppeteer = require('puppeteer-core');
 const path = require('path');
 
-const [url, art] = process.argv.slice(2);
+const [url, art, workload] = process.argv.slice(2);
 let failures = 0;
 function check(what, ok) {
   console.log((ok ? 'ok   ' : 'FAIL ') + what);
@@ -25,12 +30,19 @@ async function main() {
       '--disable-component-update', '--disable-sync', '--hide-scrollbars'],
   });
   try {
-    const page = await browser.newPage();
-    await page.setViewport({ width: 1400, height: 1000 });
     const errors = [];
-    page.on('pageerror', (e) => errors.push(e.message));
+    const missing = []; // responses 404, of any page
+    const open = async () => {
+      const p = await browser.newPage();
+      await p.setViewport({ width: 1400, height: 1000 });
+      p.on('pageerror', (e) => errors.push(e.message));
+      p.on('response', (r) => { if (r.status() === 404) missing.push(r.url()); });
+      return p;
+    };
+    const page = await open();
+    // Loads of the document: the view kept in the URL (history.replaceState) is none.
     let navigations = 0;
-    page.on('framenavigated', (f) => { if (f === page.mainFrame()) navigations += 1; });
+    page.on('load', () => { navigations += 1; });
     const shots = [];
     const shot = async (name) => {
       const file = path.join(art, name);
@@ -77,6 +89,30 @@ async function main() {
     check('the click zooms on ' + zoom + ' (now ' + Math.round(zoomedWidth) + ' of ' + graphWidth + ' px)',
       zoom === target && zoomedWidth > graphWidth * 0.95);
     await shot('page_zoom_search.png');
+
+    // The tooltip: a box at the mouse at once, saying what the frame's data-tip says.
+    const box = await page.evaluate((t) => {
+      const f = [...document.querySelectorAll('#graph .frame:not(.dim)')].find((e) => e.dataset.name === t);
+      const r = f.getBoundingClientRect();
+      return { x: r.left + Math.min(r.width / 2, 40), y: r.top + r.height / 2 };
+    }, target);
+    await page.mouse.move(box.x, box.y);
+    const hovered = await page.evaluate(() => {
+      const tip = document.getElementById('tip');
+      const r = tip.getBoundingClientRect();
+      const f = document.querySelector('.frame:hover');
+      return { shown: !tip.hidden && r.width > 0, text: tip.textContent, want: f ? f.dataset.tip : null,
+        left: r.left, top: r.top, titles: document.querySelectorAll('#graph [title]').length };
+    });
+    check('hovering a frame shows the tooltip at once, near the mouse: "' + hovered.text + '" at ' +
+      Math.round(hovered.left) + ',' + Math.round(hovered.top) + ' (mouse ' + Math.round(box.x) + ',' +
+      Math.round(box.y) + '), no title tooltips (' + hovered.titles + ')', hovered.shown &&
+      hovered.text === hovered.want && /^\S.* \(\d+ events, \d+\.\d+%\)$/.test(hovered.text) &&
+      Math.abs(hovered.left - box.x) < 40 && Math.abs(hovered.top - box.y) < 40 && hovered.titles === 0);
+    await shot('page_tooltip.png');
+    await page.mouse.move(2, 2);
+    check('and hides it when the mouse leaves the graph',
+      await page.$eval('#tip', (t) => t.hidden && t.getBoundingClientRect().width === 0));
 
     // In-place updates: the data changes, the state stays.
     const before = await page.$eval('#graph', (g) => Number(g.dataset.updates));
@@ -152,8 +188,8 @@ async function main() {
       const [r, g, b] = f.style.background.match(/\d+/g).map(Number);
       const kind = r === 255 && g === b && g < 255 ? 'red' : b === 255 && r === g && r < 255 ? 'blue' :
         r === 255 && g === 255 && b === 255 ? 'white' : 'other';
-      const m = f.title.match(/ \((\d+) \u2192 (\d+) \S+, (\d+\.\d+)% \u2192 (\d+\.\d+)%, ([+-]\d+\.\d+)%\)$/);
-      return { name: f.dataset.name, kind, title: f.title, change: m ? parseFloat(m[5]) : null,
+      const m = f.dataset.tip.match(/ \((\d+) \u2192 (\d+) \S+, (\d+\.\d+)% \u2192 (\d+\.\d+)%, ([+-]\d+\.\d+)%\)$/);
+      return { name: f.dataset.name, kind, title: f.dataset.tip, change: m ? parseFloat(m[5]) : null,
         before: m ? Number(m[1]) : null, after: m ? Number(m[2]) : null };
     }));
     let diffFrames = await frameColours();
@@ -204,8 +240,158 @@ async function main() {
       tabs.flame === 'none' && tabs.entries);
     await shot('page_counters.png');
     check('no script error on the page' + (errors.length ? ': ' + errors.join('; ') : ''), errors.length === 0);
-    // (A tab is a #hash: a navigation within the document, which keeps its state.)
-    check('still the same document after all that', await page.evaluate(() => window.__sameDocument === true));
+    check('still the same document after all that, the tab in the URL (' + await page.evaluate(() => location.hash) + ')',
+      await page.evaluate(() => window.__sameDocument === true &&
+        new URLSearchParams(location.hash.slice(1)).get('tab') === 'counters'));
+    await page.click('#tabs a[data-tab="flame"]');
+
+    // A pid is labelled with its comm: the workload's with the name it gave itself.
+    await page.select('#key', 'pid');
+    const labels = await page.$$eval('#value option', (os) => os.map((o) => [o.value, o.textContent]));
+    const mine = labels.find(([v]) => v === 'pid ' + workload) || ['', '(none)'];
+    check('the workload\'s pid reads "' + mine[1] + '", every pid with a comm (' + labels.slice(0, 3).map((l) => l[1]).join(', ') + ')',
+      mine[1].startsWith('pid ' + workload + ' (\\xff<b>&) \u2014 ') && labels.length > 1 &&
+      labels.every(([, l]) => /^pid \d+ \(.*\) \u2014 \d+$/.test(l)));
+
+    // Excluded: all but the workload's events, fewer than all.
+    await page.select('#value', 'pid ' + workload);
+    await page.select('#exclude', '1');
+    await page.waitForFunction((w) => document.getElementById('graph').dataset.query.endsWith(
+      'key=pid&value=pid+' + w + '&exclude=1'), { timeout: 20000 }, workload);
+    const excluded = Number((await page.$eval('#status', (s) => s.textContent)).split(' ')[0]);
+    const only = await page.evaluate(async (w) => (await (await fetch('/flame.json?window=1m&key=pid&value=pid+' + w)).json()).total, workload);
+    const whole = await page.evaluate(async () => (await (await fetch('/flame.json?window=1m')).json()).total);
+    check('all but pid ' + workload + ': ' + excluded + ' events, its own ' + only + ', all ' + whole,
+      excluded > 0 && only > 0 && excluded < whole && excluded + only <= whole * 1.2 + 100);
+
+    // The view in the URL: the window, the filter, a search, a zoom and the
+    // icicle; a reload shows each again.
+    await page.type('#search', 'kmem_cache_alloc');
+    const zoomOn = await page.evaluate(() => {
+      const f = [...document.querySelectorAll('#graph .frame')].filter((e) => e.dataset.name !== 'all')
+        .sort((a, b) => b.getBoundingClientRect().width - a.getBoundingClientRect().width)[0];
+      f.click();
+      return f.dataset.name;
+    });
+    await page.click('#layout');
+    const hash = await page.evaluate(() => location.hash);
+    const view = new URLSearchParams(hash.slice(1));
+    check('the URL holds the view: ' + hash, view.get('window') === '1m' && view.get('key') === 'pid' &&
+      view.get('value') === 'pid ' + workload && view.get('exclude') === '1' &&
+      view.get('search') === 'kmem_cache_alloc' && view.getAll('zoom').pop() === zoomOn && view.get('icicle') === '1');
+    const shown = (p) => p.evaluate(() => {
+      const g = document.getElementById('graph');
+      const root = [...g.querySelectorAll('.frame')].find((f) => f.dataset.name === 'all');
+      return { window: document.getElementById('window').value, key: document.getElementById('key').value,
+        value: document.getElementById('value').value, exclude: document.getElementById('exclude').value,
+        search: document.getElementById('search').value, zoom: g.dataset.zoom, query: g.dataset.query,
+        matches: g.querySelectorAll('.frame.match').length, rootTop: root ? root.style.top : null,
+        tab: document.body.dataset.tab, status: document.getElementById('status').textContent };
+    });
+    const restored = (v) => v.window === '1m' && v.key === 'pid' && v.value === 'pid ' + workload &&
+      v.exclude === '1' && v.search === 'kmem_cache_alloc' && v.zoom === zoomOn && v.matches > 0 &&
+      v.rootTop === '0px' && v.query === 'window=1m&key=pid&value=pid+' + workload + '&exclude=1';
+    // Drawn, or said why not (the checks after it then fail, not time out).
+    const drawn = (p) => p.waitForFunction(() => Number(document.getElementById('graph').dataset.updates) > 0 ||
+      document.getElementById('status').classList.contains('error'), { timeout: 20000 });
+    await page.reload({ waitUntil: 'load' });
+    await drawn(page);
+    let v = await shown(page);
+    check('after a reload: ' + JSON.stringify(v), restored(v) && v.tab === 'flame');
+    await shot('page_reloaded.png');
+
+    // The link in a new page, on the counters tab: the same view behind it.
+    const other = await open();
+    const visit = async (link) => {
+      await other.goto('about:blank');
+      await other.goto(url + '/' + link, { waitUntil: 'load' });
+      await drawn(other);
+      return shown(other);
+    };
+    v = await visit(hash + '&tab=counters');
+    check('a new page on the link shows the counters tab and the view behind it: ' + JSON.stringify(v),
+      restored(v) && v.tab === 'counters');
+    // An older link to the tab.
+    v = await visit('#counters');
+    check('#counters still opens the counters tab (' + v.tab + ')', v.tab === 'counters' && v.query === 'window=all');
+    // Values the page does not know are ignored, the page works.
+    v = await visit('#window=2h&base=yesterday&exclude=2&icicle=x&tab=x');
+    const left = await other.evaluate(() => location.hash);
+    check('a link of unknown values shows everything since start: ' + JSON.stringify(v) + ', its URL now "' + left + '"',
+      v.query === 'window=all' && v.window === 'all' && v.rootTop !== '0px' && v.tab === 'flame' &&
+      !v.status.startsWith('update failed') && left === '');
+    v = await visit('#key=colour&value=x&zoom=nowhere');
+    check('a link of an unknown key and a zoom path not in the data shows all of it: ' + JSON.stringify(v),
+      v.query === 'window=all' && v.key === '' && v.zoom === 'all' && !v.status.startsWith('update failed'));
+    // A key the daemon does not count by, from a link: dropped too.
+    v = await visit('#key=cgroup&value=%2F&window=1m');
+    check('a link filtering by a key not counted (cgroup) shows the window unfiltered: ' + v.query,
+      v.query === 'window=1m' && v.key === '');
+    // A link pasted into the page's address bar: no load, the view changes.
+    await other.evaluate(() => { location.hash = '#window=10m&search=kmem_cache_alloc&tab=counters'; });
+    const pasted = await other.waitForFunction(() => document.getElementById('graph').dataset.query === 'window=10m',
+      { timeout: 20000 }).then(() => shown(other), () => null);
+    check('a link pasted into the open page shows its view: ' + JSON.stringify(pasted), pasted !== null &&
+      pasted.search === 'kmem_cache_alloc' && pasted.matches > 0 && pasted.tab === 'counters');
+    await other.close();
+
+    // The sandwich of do_syscall_64 (every syscall's stack holds it), from the table.
+    const swFn = 'do_syscall_64';
+    await page.$eval('#search', (s) => {
+      s.value = '';
+      s.dispatchEvent(new Event('input'));
+    });
+    const sandwichOf = () => page.evaluate((f) => {
+      const frames = (id) => [...document.getElementById(id).querySelectorAll('.frame')].map((e) => ({
+        name: e.dataset.name, top: parseFloat(e.style.top), width: parseFloat(e.style.width),
+        events: Number((e.dataset.tip.match(/ \((\d+) /) || [])[1]) }));
+      const row = [...document.querySelectorAll('#functions tbody tr')].find((r) => r.firstChild.lastChild.textContent === f);
+      return { shown: !document.getElementById('sandwich').hidden, name: document.getElementById('sandwich-name').textContent,
+        width: document.getElementById('callers').clientWidth, callers: frames('callers'), callees: frames('callees'),
+        total: row ? parseInt(row.children[2].textContent) : null, hash: location.hash };
+    }, swFn);
+    const opened = await page.evaluate((f) => {
+      const row = [...document.querySelectorAll('#functions tbody tr')].find((r) => r.firstChild.lastChild.textContent === f);
+      if (!row) return false;
+      row.querySelector('button.open-sandwich').click();
+      return true;
+    }, swFn);
+    let sw = await sandwichOf();
+    const own = (fs) => fs.find((f) => f.name === swFn) || { top: -1, width: 0, events: -1 };
+    const callersOwn = own(sw.callers), calleesOwn = own(sw.callees);
+    check('the table opens ' + swFn + '\'s sandwich: "' + sw.name + '", its callers\' graph ending in it at the bottom (' +
+      sw.callers.length + ' frames), its callees\' starting with it on top (' + sw.callees.length + ' frames)',
+      opened && sw.shown && sw.name === swFn && callersOwn.width > sw.width * 0.95 &&
+      callersOwn.top === Math.max(...sw.callers.map((f) => f.top)) && sw.callers.some((f) => f.top < callersOwn.top) &&
+      calleesOwn.top === 0 && calleesOwn.width > sw.width * 0.95 && sw.callees.some((f) => f.top > 0));
+    check('both halves count its total in the table once per stack (' + callersOwn.events + ', ' + calleesOwn.events +
+      ', table ' + sw.total + '); no caller or callee wider than it',
+      callersOwn.events === sw.total && calleesOwn.events === sw.total &&
+      sw.callers.concat(sw.callees).every((f) => f.events <= sw.total));
+    check('the sandwich is in the URL: ' + sw.hash, new URLSearchParams(sw.hash.slice(1)).get('sandwich') === swFn);
+    await shot('page_sandwich.png');
+    await page.reload({ waitUntil: 'load' });
+    await drawn(page);
+    sw = await sandwichOf();
+    check('after a reload the sandwich of ' + sw.name + ' shows again', sw.shown && sw.name === swFn && sw.callers.length > 1);
+    const caller = (sw.callers.filter((f) => f.name !== swFn).sort((a, b) => b.top - a.top)[0] || { name: '' }).name;
+    await page.evaluate((c) => {
+      const f = [...document.querySelectorAll('#callers .frame')].find((e) => e.dataset.name === c);
+      if (f) f.click();
+    }, caller);
+    sw = await sandwichOf();
+    check('a click on its caller ' + caller + ' opens that one\'s (' + sw.name + ')', sw.name === caller && sw.shown);
+    await page.$eval('#sandwich-close', (b) => b.click());
+    sw = await sandwichOf();
+    check('close hides it, and the URL forgets it (' + sw.hash + ')', !sw.shown &&
+      !new URLSearchParams(sw.hash.slice(1)).has('sandwich'));
+
+    check('the page links an icon of its own', await page.evaluate(() => {
+      const l = document.querySelector('link[rel="icon"]');
+      return l !== null && l.href === 'data:,';
+    }));
+    check('no request got 404' + (missing.length ? ': ' + missing.join(', ') : ''), missing.length === 0);
+    check('no script error on any page' + (errors.length ? ': ' + errors.join('; ') : ''), errors.length === 0);
     for (const s of shots) console.log('screenshot: ' + s);
   } finally {
     await browser.close();
