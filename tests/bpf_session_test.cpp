@@ -280,23 +280,33 @@ TEST_F(BpfSessionTest, SmallTableCountsPoolExhaustionExactly) {
 TEST_F(BpfSessionTest, TraceGivesEveryEventOfAFullPoolWithItsStack) {
   SessionConfig c = small_table_config();
   c.trace = true;
-  BpfSession s(c);
+  c.ringbuf_bytes = 64u << 20;  // each event's trace entry besides the stacks sent whole
+  // The exact count needs a ring that never filled: a drain that fell behind
+  // on a busy machine (a build beside it did, once, with 16 MiB) runs again.
+  std::optional<BpfSession> s;
   std::map<uint32_t, uint64_t> traced;  // stack id -> events the sink saw
-  s.set_trace_sink(
-      [&](const smt_trace_record& r, const std::string&) { ++traced[r.event.stack_id]; });
-  fill_pool(s);
-  TableStats st = s.stats();
+  TableStats st;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    s.reset();
+    traced.clear();
+    s.emplace(c);
+    s->set_trace_sink(
+        [&](const smt_trace_record& r, const std::string&) { ++traced[r.event.stack_id]; });
+    fill_pool(*s);
+    st = s->stats();
+    if (st.get(SMC_DROP_RINGBUF_FULL) == 0) break;
+  }
   ASSERT_TRUE(st.pool_full()) << st.entries << " unique stacks only";
   ASSERT_GT(st.get(SMC_SENT_WHOLE), 0u);
-  ASSERT_EQ(st.get(SMC_DROP_RINGBUF_FULL), 0u);
+  ASSERT_EQ(st.get(SMC_DROP_RINGBUF_FULL), 0u) << "in each of 3 runs";
   EXPECT_EQ(st.overflow_lost, 0u);
   // Every event counted is traced once, under the id the store counts it by:
   // those sent whole too, as --perfetto needs (one PerfSample per event).
   uint64_t total = 0, whole = 0;
-  for (const StackRecord& r : s.store().snapshot(s.sources())) {
+  for (const StackRecord& r : s->store().snapshot(s->sources())) {
     EXPECT_EQ(traced[r.stack_id], r.ref_count) << "stack_id " << r.stack_id;
     total += r.ref_count;
-    if (r.stack_id >= s.table_size()) whole += r.ref_count;
+    if (r.stack_id >= s->table_size()) whole += r.ref_count;
   }
   EXPECT_EQ(total, st.get(SMC_HITS) + st.get(SMC_SENT_WHOLE));
   EXPECT_GT(whole, 0u) << "events in the overflow store";
