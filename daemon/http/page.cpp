@@ -46,8 +46,9 @@ constexpr const char* kFlamePanel = R"HTML(<section id="flame" class="panel">
 <span id="status">loading...</span>
 </div>
 <div id="legend" hidden><span class="swatch grew"></span>share grew <span class="swatch shrank"></span>shrank
-<span class="swatch same"></span>held (widths: the window; colour: its share less the base's, deepest at the
-largest change)</div>
+<span class="swatch same"></span>held (widths: the window; colour: its share less the base's, deepest at
+<select id="scale" aria-label="colour scale"><option value="">the largest change</option>
+<option value="1">&plusmn;1 point</option><option value="10">&plusmn;10 points</option></select>)</div>
 <div id="graph" data-updates="0"></div>
 <div id="tip" hidden></div>
 <div id="sandwich" hidden><h2>Sandwich: <span id="sandwich-name"></span>

@@ -223,6 +223,20 @@ async function main() {
     check('zoomed on ' + diffTarget + ', after 2 updates still there (' + zoom + ') and still coloured (' +
       count('red') + ' red, ' + count('blue') + ' blue, ' + count('white') + ' white)',
       diffTarget !== null && zoom === diffTarget && count('other') === 0 && count('red') + count('blue') + count('white') > 0);
+    // An absolute scale: a frame's colour by its change alone, full at 10 points.
+    await page.select('#scale', '10');
+    const scaled = await page.$$eval('#graph .frame:not(.match)', (fs) => fs.map((f) => {
+      const [r, g, b] = f.style.background.match(/\d+/g).map(Number);
+      const m = f.dataset.tip.match(/, ([+-]\d+\.\d+)%\)$/);
+      return { fade: r === 255 ? g : b === 255 ? r : -1, change: m ? Math.abs(parseFloat(m[1])) : null };
+    }));
+    // diff_color's rule at 10 points; the tooltip's change is rounded to 0.01.
+    const off = scaled.filter((f) => f.change === null || (f.change === 0 && f.fade === 255 ? false :
+      Math.abs(f.fade - (210 * (10 - Math.min(f.change, 10))) / 10) > 1));
+    const scaleHash = await page.evaluate(() => location.hash);
+    check('coloured on an absolute scale (' + scaled.length + ' frames, ' + off.length + ' off the rule, ' +
+      scaleHash + ')', scaled.length > 0 && off.length === 0 && /(^#|&)scale=10(&|$)/.test(scaleHash));
+    await page.select('#scale', '');
     const changeColumn = await page.$eval('#change', (c) => !c.hidden);
     check('the functions table has the base and change column', changeColumn);
     await shot('page_diff.png');

@@ -22,7 +22,7 @@
   }
 
   // The view in the URL's hash, so that a reload or a link shows it again:
-  // #window=1m&base=all&key=pid&value=pid+9&exclude=1&search=RE&zoom=A&zoom=B&icicle=1&sandwich=F&tab=counters
+  // #window=1m&base=all&scale=10&key=pid&value=pid+9&exclude=1&search=RE&zoom=A&zoom=B&icicle=1&sandwich=F&tab=counters
   // (the hash, not the query: it never reaches the server, so a deep zoom
   // cannot make the request too long). A value the page does not know is
   // ignored; a bare #counters, as older links have it, names the tab.
@@ -30,6 +30,7 @@
     const q = new URLSearchParams();
     if ($('window').value !== 'all') q.set('window', $('window').value);
     if ($('base').value) q.set('base', $('base').value);
+    if ($('scale').value) q.set('scale', $('scale').value);
     if (state.key) q.set('key', state.key);
     if (state.key && state.value) q.set('value', state.value);
     if (state.key && state.value && state.exclude) q.set('exclude', '1');
@@ -51,6 +52,7 @@
     pick($('window'), q.get('window'));
     allowPrev();
     pick($('base'), q.get('base'));
+    pick($('scale'), q.get('scale'));
     state.key = q.get('key') || '';
     state.value = (state.key && q.get('value')) || '';
     state.exclude = Boolean(state.value) && q.get('exclude') === '1';
@@ -127,7 +129,9 @@
 
   // The differential view: a frame's share of its profile, the base's and
   // the window's, and flamegraph.pl's red/blue scale of the change (the
-  // rule of flame_diff.h's diff_color).
+  // rule of flame_diff.h's diff_color), deepest at the largest change or at
+  // a fixed one (#scale, in points): relative, a -0.5 point change in a
+  // quiet tree paints as deep as a -30 point one in another.
   const diff = () => Boolean(state.data && state.data.base);
   const share = (part, whole) => (whole ? part / whole : 0);
   function delta(n) {
@@ -142,6 +146,7 @@
     }
     return 'rgb(' + r + ',' + g + ',' + b + ')';
   }
+  const diffScale = () => ($('scale').value ? Number($('scale').value) / 100 : state.data.max_delta);
   function points(d) {
     return (d >= 0 ? '+' : '') + (100 * d).toFixed(2) + '%';
   }
@@ -179,7 +184,7 @@
       d.style.cssText = 'left:' + f.left.toFixed(1) + 'px;width:' + Math.max(f.w - 1, 0.5).toFixed(1) +
         'px;top:' + row * rowHeight + 'px';
       if (!d.classList.contains('match'))
-        d.style.background = diff() ? diffColor(delta(f.n), state.data.max_delta) : color(f.n.name);
+        d.style.background = diff() ? diffColor(delta(f.n), diffScale()) : color(f.n.name);
       d.textContent = f.w > 30 ? f.n.name : '';
       d.dataset.tip = tip(f.n);
       d.dataset.name = f.n.name;
@@ -478,6 +483,10 @@
     update();
   };
   $('base').addEventListener('change', changed);
+  $('scale').addEventListener('change', () => {
+    draw();
+    saveView();
+  });
   $('key').addEventListener('change', () => {
     state.key = $('key').value;
     state.value = '';
