@@ -228,14 +228,16 @@ async function main() {
     const scaled = await page.$$eval('#graph .frame:not(.match)', (fs) => fs.map((f) => {
       const [r, g, b] = f.style.background.match(/\d+/g).map(Number);
       const m = f.dataset.tip.match(/, ([+-]\d+\.\d+)%\)$/);
-      return { fade: r === 255 ? g : b === 255 ? r : -1, change: m ? Math.abs(parseFloat(m[1])) : null };
+      return { fade: r === 255 ? g : b === 255 ? r : -1, change: m ? Math.abs(parseFloat(m[1])) : null,
+        colour: f.style.background, tip: f.dataset.tip };
     }));
-    // diff_color's rule at 10 points; the tooltip's change is rounded to 0.01.
+    // diff_color's rule at 10 points, floored; the tooltip's change is rounded
+    // to 0.01 point, 0.105 of a colour step.
     const off = scaled.filter((f) => f.change === null || (f.change === 0 && f.fade === 255 ? false :
-      Math.abs(f.fade - (210 * (10 - Math.min(f.change, 10))) / 10) > 1));
+      Math.abs(f.fade - (210 * (10 - Math.min(f.change, 10))) / 10) > 1.11));
     const scaleHash = await page.evaluate(() => location.hash);
-    check('coloured on an absolute scale (' + scaled.length + ' frames, ' + off.length + ' off the rule, ' +
-      scaleHash + ')', scaled.length > 0 && off.length === 0 && /(^#|&)scale=10(&|$)/.test(scaleHash));
+    check('coloured on an absolute scale (' + scaled.length + ' frames, ' + off.length + ' off the rule' +
+      (off.length ? ', e.g. ' + off[0].colour + ' for ' + off[0].tip : '') + ', ' + scaleHash + ')', scaled.length > 0 && off.length === 0 && /(^#|&)scale=10(&|$)/.test(scaleHash));
     await page.select('#scale', '');
     const changeColumn = await page.$eval('#change', (c) => !c.hidden);
     check('the functions table has the base and change column', changeColumn);
