@@ -108,3 +108,10 @@ start_workload() {
   fail "workload $name ($*) never waited for its go signal: $(cat "$tmp/$name.err")"
   return 1
 }
+# raw_total FILE [INDEX]: the sum of one value (0: the first) over every
+# sample of a pprof profile, as $PPROF -raw prints them.
+raw_total() {
+  "$PPROF" -raw "$1" 2> /dev/null |
+    awk -v i="${2:-0}" '/^Samples:/ {s = 1; next} /^Locations/ {s = 0}
+      s && /^ *[0-9]+( +[0-9]+)*: / {sub(/:.*/, ""); split($0, v, " "); t += v[i + 1]} END {printf "%.0f\n", t}'
+}

@@ -116,6 +116,29 @@ TEST(FlameJson, ExcludeOneKeyValue) {
   EXPECT_EQ(render(capped, opt)["total"], 6);
 }
 
+// /flame.pprof's snapshot: the view's events only, with the same totals as its tree.
+TEST(FlameJson, TheFilteredSnapshotIsTheViewsEvents) {
+  http::FlameFilter filter;
+  ASSERT_FALSE(http::parse_flame_filter("key=comm&value=bash&exclude=1", sample().keys, filter));
+  Snapshot but = http::filtered_snapshot(sample(), filter);
+  ASSERT_EQ(but.stacks.size(), 1u);  // free_one's events were all bash's
+  EXPECT_EQ(but.stacks[0].stack_id, 10u);
+  EXPECT_EQ(but.stacks[0].ref_count, 2u);
+  EXPECT_EQ(but.stacks[0].weight, 2u);
+  ASSERT_EQ(but.stacks[0].by.size(), 1u);
+  EXPECT_EQ(but.stacks[0].by[0].key.comm, "\xff<x>");
+  EXPECT_EQ(callstacks(but).size(), 1u);
+  http::FlameJsonOptions opt;
+  opt.filter = filter;
+  EXPECT_EQ(render(sample(), opt)["total"], render(but)["total"]);
+  ASSERT_FALSE(http::parse_flame_filter("key=pid&value=pid%201", sample().keys, filter));
+  const Snapshot only = http::filtered_snapshot(sample(), filter);
+  ASSERT_EQ(only.stacks.size(), 2u);
+  EXPECT_EQ(only.stacks[0].ref_count + only.stacks[1].ref_count, 8u);
+  // No filter: the snapshot as it is.
+  EXPECT_EQ(http::filtered_snapshot(sample(), http::FlameFilter{}).stacks.size(), 2u);
+}
+
 TEST(FlameJson, FilterByOneKeyValue) {
   http::FlameJsonOptions opt;
   // The page names a value as the JSON did: "\xff<x>" for the byte 0xff; the byte itself too.

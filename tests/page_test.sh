@@ -8,7 +8,8 @@
 # tooltip, the view in the URL, a pid's comm, all but a value, sandwich).
 # Before it, /flame.json (plain and differential) and / as a script reads them: valid JSON, bad
 # queries get 400 in one line, exclude=1 leaves out exactly a value's events,
-# a pid carries its comm, /favicon.ico gets 204, the page under 300 KB with
+# a pid carries its comm, /flame.pprof is that view as a profile Debian's
+# pprof reads, /favicon.ico gets 204, the page under 300 KB with
 # its counters in the HTML. Screenshots are kept in ARTIFACTS_DIR.
 #   page_test.sh STACKMAPD ARTIFACTS_DIR CACHE_DIR [PYTHON]
 set -u
@@ -29,7 +30,8 @@ cleanup() {
 trap cleanup EXIT
 source "$(dirname "$0")/check_lib.sh"
 
-for tool in /usr/bin/chromium node npm curl; do
+PPROF=/usr/lib/go-1.19/pkg/tool/linux_amd64/pprof
+for tool in /usr/bin/chromium node npm curl "$PPROF"; do
   check "$tool is installed (scripts/deps.sh)" 'command -v "$tool" > /dev/null'
 done
 if [ ! -f "$CACHE/node_modules/puppeteer-core/package.json" ]; then
@@ -99,6 +101,34 @@ done
 check "exclude=1 leaves out exactly the workload pid's events (all, its own, the rest: $totals)" '[ "$summed" = 1 ]'
 check "a pid is said with its comm: the workload's pid $load with \\xff<b>&" \
   '"$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert [\"pid $load\", \"\\\\xff<b>&\"] in [[v[0], v[2]] for v in d[\"keys\"][\"pid\"]], d[\"keys\"][\"pid\"][:3]" "$tmp/all.json"'
+# The page's download: that view (all but the workload's pid) as a profile
+# Debian's pprof reads, its events the tree's (the same snapshot: within a
+# second, as above), no sample of that pid.
+export PPROF_TMPDIR=$tmp
+pprof_view() {
+  local w=pid%20$load
+  get "$url/flame.json?key=pid&value=$w&exclude=1" > "$tmp/view.json"
+  get -D "$tmp/view.head" -o "$tmp/view.pb.gz" "$url/flame.pprof?window=all&key=pid&value=$w&exclude=1"
+  get -o "$tmp/pprof_all.pb.gz" "$url/flame.pprof"
+  local t p
+  t=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["total"])' "$tmp/view.json")
+  p=$(raw_total "$tmp/view.pb.gz")
+  echo "$t $p"
+  [ "$t" -gt 0 ] && [ "$t" = "$p" ]
+}
+viewed=0
+for try in 1 2 3; do
+  totals=$(pprof_view) && viewed=1 && break
+  sleep 0.3
+done
+check "/flame.pprof: the filtered view as a pprof profile, its events the tree's (tree, pprof: $totals)" \
+  '[ "$viewed" = 1 ]'
+check "/flame.pprof: a download named for its window, no sample of the excluded pid" \
+  'grep -qi "^Content-Disposition: attachment; filename=\"stackmapd-all.pb.gz\"" "$tmp/view.head" &&
+   ! "$PPROF" -raw "$tmp/view.pb.gz" 2> /dev/null | grep -q "pid:\[$load pid\]" &&
+   "$PPROF" -raw "$tmp/pprof_all.pb.gz" 2> /dev/null | grep -q "pid:\[$load pid\]"'
+check "/flame.pprof?base=all gets 400 in one line ($(get "$url/flame.pprof?base=all"))" \
+  '[ "$(code "$url/flame.pprof?base=all")" = 400 ] && [ "$(get "$url/flame.pprof?base=all" | wc -l)" = 1 ]'
 check "/favicon.ico gets 204, no body" '[ "$(code "$url/favicon.ico")" = 204 ] && [ -z "$(get "$url/favicon.ico")" ]'
 
 # The differential tree: the last 10 minutes against the window before (none

@@ -37,12 +37,6 @@ export PPROF_TMPDIR=$tmp HOME=$tmp  # pprof keeps nothing of ours
 
 # j EXPR FILE: a Python expression over the JSON document `d`.
 j() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$2"; }
-# raw_total FILE [INDEX]: the sum of one value (0: the first) over every sample, from pprof -raw.
-raw_total() {
-  "$PPROF" -raw "$1" 2> /dev/null |
-    awk -v i="${2:-0}" '/^Samples:/ {s = 1; next} /^Locations/ {s = 0}
-      s && /^ *[0-9]+( +[0-9]+)*: / {sub(/:.*/, ""); split($0, v, " "); t += v[i + 1]} END {printf "%.0f\n", t}'
-}
 # session NAME ARGS...: a 2 s session (a workload called smtq_pp runs 2000 stat()s once it has
 # attached) into $tmp/NAME.
 session() {

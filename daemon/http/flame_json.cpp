@@ -9,6 +9,7 @@
 #include "daemon/export/flame_diff.h"
 #include "daemon/export/utf8_text.h"
 #include "daemon/http/request.h"
+#include "daemon/model/callstack.h"
 #include "daemon/sys/error.h"
 
 namespace stackmapd::http {
@@ -59,7 +60,6 @@ class TreeWriter {
 std::vector<SymbolizedStack> graph_stacks(const Snapshot& snap, const FrameNames& names,
                                           const FlameJsonOptions& opt) {
   const bool weighted = !snap.weight_unit.empty();
-  const KeyFieldInfo* filter = opt.filter.field ? &key_field(*opt.filter.field) : nullptr;
   std::vector<SymbolizedStack> out;
   for (const Callstack& c : callstacks(snap)) {
     SymbolizedStack s;
@@ -68,14 +68,12 @@ std::vector<SymbolizedStack> graph_stacks(const Snapshot& snap, const FrameNames
         if (!opt.addresses && name.rfind("0x", 0) == 0) name = "[unknown]";
         s.frames.push_back(std::move(name));
       }
-    if (!filter) {
+    if (!opt.filter.field) {
       s.count = weighted ? c.weight : c.count;
     } else {
-      // Excluded, the `other` entry stays: no value of its events is known.
       for (uint32_t k : c.keys) {
         const KeyCount& key = snap.stacks[c.stack].by[k];
-        const bool match = !key.other && utf8_text(filter->frame(key.key)) == opt.filter.value;
-        if (match != opt.filter.exclude) s.count += weighted ? key.weight : key.count;
+        if (passes(opt.filter, key)) s.count += weighted ? key.weight : key.count;
       }
     }
     if (s.count) out.push_back(std::move(s));
@@ -240,6 +238,33 @@ std::string flame_json(const Snapshot& snap, const FrameNames& names, const Flam
   out += ',';
   TreeWriter(tree, base != nullptr).write(out);
   return out + "}\n";
+}
+
+bool passes(const FlameFilter& filter, const KeyCount& key) {
+  if (!filter.field) return true;
+  const bool match =
+      !key.other && utf8_text(key_field(*filter.field).frame(key.key)) == filter.value;
+  return match != filter.exclude;
+}
+
+Snapshot filtered_snapshot(const Snapshot& snap, const FlameFilter& filter) {
+  if (!filter.field) return snap;
+  Snapshot out = snap;
+  out.stacks.clear();
+  out.frames.clear();
+  out.callstacks.clear();
+  for (const StackRecord& r : snap.stacks) {
+    StackRecord kept{r.stack_id, 0, r.ips, 0};
+    for (const KeyCount& k : r.by)
+      if (passes(filter, k)) {
+        kept.by.push_back(k);
+        kept.ref_count += k.count;
+        kept.weight += k.weight;
+      }
+    if (kept.ref_count) out.stacks.push_back(std::move(kept));
+  }
+  intern_callstacks(out);
+  return out;
 }
 
 }  // namespace stackmapd::http

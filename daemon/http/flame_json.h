@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 // The live page's data (GET /flame.json): one snapshot (or a window's delta)
 // as the merged call tree the page draws, small enough to fetch every few
-// seconds: frame names once in a table, each node [name, value, children].
+// seconds: frame names once in a table, each node [name, value, children];
+// and the same view as a profile (filtered_snapshot, for a pprof).
 //   {"unit": "events", "total": N, "window": "...", "seconds": S,
 //    "keys": {"comm": [["bash", 812], ...], ...},   the --by values present
 //      (counted by comm too, a pid's or tid's third: its comm, ["pid 9", 5, "nginx"])
@@ -37,6 +38,15 @@ struct FlameFilter {
 // was not started --by, an exclude= other than 0 or 1 or without a value.
 std::optional<std::string> parse_flame_filter(std::string_view query, const KeySpec& keys,
                                               FlameFilter& out);
+
+// Whether a stack's `by` entry is among the filter's events. Excluding, the
+// `other` entry stays: no value of its events is known.
+bool passes(const FlameFilter& filter, const KeyCount& key);
+
+// The page's view as a profile (GET /flame.pprof): `snap` with only the
+// filter's events, each stack's counts the sums of its entries that pass,
+// the stacks left with none dropped; `snap` itself with no filter.
+Snapshot filtered_snapshot(const Snapshot& snap, const FlameFilter& filter);
 
 struct FlameJsonOptions {
   FlameFilter filter;

@@ -43,6 +43,7 @@ constexpr const char* kFlamePanel = R"HTML(<section id="flame" class="panel">
 <span id="matched"></span>
 <button id="layout" type="button">icicle</button>
 <button id="reset" type="button" disabled>reset zoom</button>
+<a id="download" href="/flame.pprof" download>download pprof</a>
 <span id="status">loading...</span>
 </div>
 <div id="legend" hidden><span class="swatch grew"></span>share grew <span class="swatch shrank"></span>shrank

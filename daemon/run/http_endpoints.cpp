@@ -83,7 +83,8 @@ void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond
     }
     if (req.path == "/stack_map.json") return stack_map_json(respond);
     if (req.path == "/debug/pprof/stackmapd") return profile(req, respond);
-    if (req.path == "/flame.json") return flame_json(req, respond);
+    if (req.path == "/flame.json") return flame(req, respond, false);
+    if (req.path == "/flame.pprof") return flame(req, respond, true);
     // A browser asks for it on any of our URLs; the page links an icon of its own.
     if (req.path == "/favicon.ico") {
       http::Response r;
@@ -108,7 +109,8 @@ void HttpEndpoints::handle(const http::Request& req, const http::Server::Respond
     }
     respond(http::error_response(
         404, "no such endpoint " + req.path +
-                 ": try /, /flame.json, /metrics, /stack_map.json or /debug/pprof/stackmapd"));
+                 ": try /, /flame.json, /flame.pprof, /metrics, /stack_map.json or "
+                 "/debug/pprof/stackmapd"));
   } catch (const std::exception& e) {
     respond(http::error_response(500, e.what()));
   }

@@ -5,6 +5,8 @@
 //                        the page's data (daemon/http/flame_json.h): the call
 //                        tree since start or over a window of the history
 //                        (window_history.h), of one --by value if asked
+//   GET /flame.pprof?window=...&key=FIELD&value=V&exclude=1
+//                        that view as a gzipped pprof (the page's download)
 //   GET /metrics         Prometheus text (daemon/http/metrics.h)
 //   GET /stack_map.json  the JSON export, current
 //   GET /debug/pprof/stackmapd?seconds=N
@@ -81,7 +83,8 @@ class HttpEndpoints {
   void handle(const http::Request& req, const http::Server::Respond& respond);
   void profile(const http::Request& req, const http::Server::Respond& respond);
   void stack_map_json(const http::Server::Respond& respond);
-  void flame_json(const http::Request& req, const http::Server::Respond& respond);
+  // /flame.json, or with `pprof` /flame.pprof: the same view as a profile.
+  void flame(const http::Request& req, const http::Server::Respond& respond, bool pprof);
   void record_history();
 
   EventLoop& loop_;

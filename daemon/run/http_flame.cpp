@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
-// GET /flame.json and the windows' history (http_endpoints.h): a cut on the
+// GET /flame.json, /flame.pprof and the windows' history (http_endpoints.h): a cut on the
 // loop, everything else (finishing it, the window's delta, naming frames,
 // the JSON) on the worker.
 #include <memory>
 
 #include "daemon/export/frame_names.h"
+#include "daemon/export/output_plan.h"
 #include "daemon/export/pprof.h"
 #include "daemon/export/utf8_text.h"
 #include "daemon/http/flame_json.h"
@@ -85,9 +86,20 @@ struct FlameResult {
   std::string body;
 };
 
+// The view as the page's download: a gzipped pprof, named for its window.
+std::string view_pprof(const Snapshot& view, const http::FlameFilter& filter,
+                       const Kallsyms* symbols, bool addresses) {
+  const Snapshot filtered = http::filtered_snapshot(view, filter);
+  OutputContext ctx(filtered, symbols);
+  // Over TCP any local user may ask: offsets from _text, as /debug/pprof.
+  if (!addresses && symbols) ctx.pprof.address_base = symbols->text_address();
+  return output_spec(OutputKind::pprof).render(ctx);
+}
+
 }  // namespace
 
-void HttpEndpoints::flame_json(const http::Request& req, const http::Server::Respond& respond) {
+void HttpEndpoints::flame(const http::Request& req, const http::Server::Respond& respond,
+                          bool pprof) {
   const Window* window = &kWindows[0];
   if (auto w = http::query_param(req.query, "window")) {
     window = find_window(*w);
@@ -99,6 +111,11 @@ void HttpEndpoints::flame_json(const http::Request& req, const http::Server::Res
   const Window* base = nullptr;
   bool before = false;
   if (auto b = http::query_param(req.query, "base")) {
+    if (pprof)
+      return respond(http::error_response(
+          400,
+          "base= has no pprof form: download each window and compare them with "
+          "pprof -diff_base"));
     before = *b == "prev";
     base = before ? window : find_window(*b);
     if (!base)
@@ -134,8 +151,8 @@ void HttpEndpoints::flame_json(const http::Request& req, const http::Server::Res
   auto result = std::make_shared<FlameResult>();
   std::shared_ptr<const Kallsyms> symbols = source_.symbols();
   worker_.post(
-      [cut, latest, span, base_span, base_label, opt, symbols, result,
-       query = req.query]() mutable {
+      [cut, latest, span, base_span, base_label, opt, symbols, result, pprof,
+       addresses = addresses_, query = req.query]() mutable {
         try {
           result->snap = cut ? std::make_shared<const Snapshot>(std::move(*cut).finish()) : latest;
           if (auto error = http::parse_flame_filter(query, result->snap->keys, opt.filter)) {
@@ -144,6 +161,11 @@ void HttpEndpoints::flame_json(const http::Request& req, const http::Server::Res
             return;
           }
           const WindowHistory::Snap view = span_profile(span, result->snap);
+          if (pprof) {
+            result->body = view_pprof(*view, opt.filter, symbols.get(), addresses);
+            result->status = 200;
+            return;
+          }
           const FrameNames names(*view, symbols.get());
           if (base_label.empty()) {
             result->body = http::flame_json(*view, names, opt);
@@ -158,7 +180,7 @@ void HttpEndpoints::flame_json(const http::Request& req, const http::Server::Res
           result->body = e.what();
         }
       },
-      [this, result, cut, now, respond, lease] {
+      [this, result, cut, now, respond, lease, pprof, window] {
         if (cut && result->snap) {
           latest_ = result->snap;
           latest_at_ = now;
@@ -167,8 +189,11 @@ void HttpEndpoints::flame_json(const http::Request& req, const http::Server::Res
                                ? http::Response{}
                                : http::error_response(result->status, result->body);
         if (result->status == 200) {
-          r.content_type = "application/json";
-          r.headers.emplace_back("Cache-Control", "no-store");
+          r.content_type = pprof ? "application/octet-stream" : "application/json";
+          if (pprof)
+            r.headers.emplace_back(
+                "Content-Disposition",
+                std::string("attachment; filename=\"stackmapd-") + window->param + ".pb.gz\"");
           r.body = std::move(result->body);
         }
         r.lease = lease;

@@ -159,6 +159,10 @@ async function main() {
     const part = Number(filtered.split(' ')[0]);
     check('filtered to comm ' + comm + ': ' + filtered + ' (of ' + all + ' in all)', comm !== '' &&
       !filtered.startsWith('update failed') && part > 0 && part < all);
+    // The download: the same window and filter as a pprof profile.
+    const download = await page.$eval('#download', (a) => a.getAttribute('href'));
+    const viewQuery = await page.$eval('#graph', (g) => g.dataset.query);
+    check('the pprof link downloads this view (' + download + ')', download === '/flame.pprof?' + viewQuery);
     await shot('page_filter.png');
     await page.select('#key', '');
 

@@ -407,9 +407,10 @@
     tbody.replaceChildren(out);
   }
 
-  function query() {
+  // What /flame.json is asked for; /flame.pprof, the download, without the base.
+  function query(withBase = true) {
     const q = new URLSearchParams({ window: $('window').value });
-    if ($('base').value) q.set('base', $('base').value);
+    if (withBase && $('base').value) q.set('base', $('base').value);
     if (state.key && state.value) {
       q.set('key', state.key);
       q.set('value', state.value);
@@ -452,6 +453,7 @@
       state.updates += 1;
       $('graph').dataset.updates = state.updates;
       $('graph').dataset.query = q; // what the graph shows, for a test to wait on
+      $('download').href = '/flame.pprof?' + query(false);
       const span = (d) => (d.seconds ? ' (' + d.seconds + ' s)' : '');
       const base = data.base ? ' against ' + data.base.window + span(data.base) + ' (' + data.base.total + ')' : '';
       $('legend').hidden = !data.base;
