@@ -89,6 +89,16 @@ args = sys.argv[3:]
 stacks = doc["stacks"]
 names = lambda s: [n.split("+")[0] for n in s["symbols"]]
 has = lambda s, rx: any(re.fullmatch(rx, n) for n in names(s))
+# An interrupt taken in a function allocates for itself, its frames above
+# the function's: a stack reaches rx directly when none comes before it.
+IRQ = r"asm_\w+|\w*(irq|softirq|interrupt)\w*|sysvec_\w+"
+def reached(s, rx):
+    for n in names(s):
+        if re.fullmatch(rx, n):
+            return True
+        if re.fullmatch(IRQ, n):
+            return False
+    return False
 
 if cmd == "check":  # check KEYS(comma) WEIGHTED(0|1): the "by" contract; prints problems
     keys, weighted = set(args[0].split(",")), args[1] == "1"
@@ -119,12 +129,12 @@ if cmd == "check":  # check KEYS(comma) WEIGHTED(0|1): the "by" contract; prints
                             f" sum {s.get('sum')}")
     print("; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "")
           if problems else "ok")
-elif cmd == "by":  # by [KEY=VALUE...] [frame=REGEX]: "count sum" of the matching entries
+elif cmd == "by":  # by [KEY=VALUE...] [frame=REGEX]: "count sum" of the matching entries (REGEX reached)
     want = dict(a.split("=", 1) for a in args)
     frame = want.pop("frame", None)
     count = total = 0
     for s in stacks:
-        if frame and not has(s, frame):
+        if frame and not reached(s, frame):
             continue
         for e in s.get("by", []):
             if all(k in e and str(e[k]) == v for k, v in want.items()):
@@ -139,8 +149,8 @@ elif cmd == "comms":  # comms PID: the comm values of PID's entries
 elif cmd == "stacks":  # stacks REGEX [EXCLUDE_REGEX]: "stacks refs sum" with a frame named REGEX
     sel = [s for s in stacks if has(s, args[0]) and not (len(args) > 1 and has(s, args[1]))]
     print(len(sel), sum(s["ref_count"] for s in sel), sum(s.get("sum", 0) for s in sel))
-elif cmd == "getname":  # "stacks refs bad": getname stacks, and those not weighing 4096 per event
-    sel = [s for s in stacks if has(s, r"getname.*")]
+elif cmd == "getname":  # "stacks refs bad": stacks reaching getname, those not weighing 4096 per event
+    sel = [s for s in stacks if reached(s, r"getname.*")]
     bad = [s for s in sel if s.get("sum") != 4096 * s["ref_count"]]
     print(len(sel), sum(s["ref_count"] for s in sel), len(bad))
 elif cmd == "light":  # light K: stacks weighing less than K per event
