@@ -116,7 +116,8 @@ TEST_F(SandboxRoot, WithoutCapKillALoopEndsByItsOwnAlarm) {
     // Its own alarm may have ended it already, when the machine was too busy
     // for this thread to see the deadline first.
     if (reply != "lost: no reply within 2000 ms (left to end at its own time limit)" &&
-        reply != "lost: no reply within 2000 ms (killed by signal " + std::to_string(SIGALRM) + ")") {
+        reply !=
+            "lost: no reply within 2000 ms (killed by signal " + std::to_string(SIGALRM) + ")") {
       fprintf(stderr, "reply: %s\n", reply.c_str());
       _exit(4);
     }
