@@ -189,6 +189,7 @@ TEST_F(PerfettoWriterTest, InternsEachStackOnceRootFirstUnpacked) {
 
   ASSERT_EQ(d.samples.size(), 3u);
   const int64_t offset = PerfettoWriter::boottime_offset_ns();
+  EXPECT_GE(offset, 0) << "BOOTTIME is MONOTONIC and the time suspended";
   for (const auto& s : d.samples) {
     EXPECT_EQ(s.sequence, 2u);                                     // source 0's
     EXPECT_EQ(varints_of(s.sample, 5), std::vector<uint64_t>{1});  // kernel mode

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -97,11 +98,13 @@ ProcessInfo process_info(uint32_t pid, uint32_t tid, const std::string& comm) {
 
 int64_t PerfettoWriter::boottime_offset_ns() {
   // Read between two MONOTONIC reads: the offset to their midpoint is off by
-  // at most half the (sub-microsecond) gap.
+  // at most half the (sub-microsecond) gap. BOOTTIME is never behind
+  // MONOTONIC: with no suspend, a gap that was not even (slow emulated
+  // clock calls) must not make the offset negative.
   const int64_t m1 = clock_ns(CLOCK_MONOTONIC);
   const int64_t b = clock_ns(CLOCK_BOOTTIME);
   const int64_t m2 = clock_ns(CLOCK_MONOTONIC);
-  return b - (m1 + (m2 - m1) / 2);
+  return std::max<int64_t>(0, b - (m1 + (m2 - m1) / 2));
 }
 
 PerfettoWriter::PerfettoWriter(const std::string& path, FrameNamer names)
